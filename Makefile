@@ -1,0 +1,61 @@
+# contextgate — the two commands a user needs are `make run` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV      ?= .venv
+PY        := $(VENV)/bin/python
+PIP       := $(VENV)/bin/pip
+STAMP     := $(VENV)/.installed
+HOST      ?= 127.0.0.1
+PORT      ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: help install run test lint typecheck unit system-deps bench clean
+
+help:
+	@echo "make run     install if needed, migrate, serve on http://$(HOST):$(PORT)/v1"
+	@echo "make test    install if needed (PostgreSQL and Redis too), lint, typecheck, run every test"
+	@echo "make bench   run the benchmarks in bench/ and print their tables"
+
+$(PY):
+	python3 -m venv $(VENV)
+
+# Re-install only when the project's metadata changed: `make install` is quick when done.
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install --quiet --upgrade "pip>=23"
+	$(PIP) install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(VENV)/bin/contextgate serve --host $(HOST) --port $(PORT)
+
+# The real PostgreSQL and Redis servers the tests start on loopback. Installing needs root and
+# Debian's apt; where that cannot happen the tests that need them skip and say why.
+system-deps:
+	@if command -v redis-server >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "system-deps: postgresql and redis-server present"; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+		echo "system-deps: installing postgresql and redis-server"; \
+		(apt-get update -qq && apt-get install -y -qq postgresql redis-server >/dev/null) \
+			|| echo "system-deps: apt-get failed; PostgreSQL/Redis tests will skip"; \
+	else \
+		echo "system-deps: cannot install postgresql/redis-server (not root or no apt); their tests will skip"; \
+	fi
+
+lint: install
+	$(VENV)/bin/ruff check app tests bench migrations
+	$(VENV)/bin/ruff format --check app tests bench migrations
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+test: install system-deps lint typecheck
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m bench.run
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache contextgate.db*

@@ -1,0 +1,200 @@
+"""Turn a chat request into the messages sent upstream, and record what came back.
+
+prepare(): resolve the conversation, count the new messages once, load the history window,
+assemble within the budget. record(): store the new messages and the answer, and the request
+log, in one write transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.chat.models import ChatContext
+from app.context.assembler import AssembledContext, AssemblyInput, assemble
+from app.context.budget import BudgetPolicy, input_budget
+from app.context.metadata import ContextUtilization, CostInfo
+from app.conversations.fingerprint import content_hash
+from app.conversations.history import load_history_window
+from app.conversations.messages import ConversationMessage
+from app.conversations.service import ResolvedConversation, conversation_service
+from app.core.state import AppState
+from app.db.models import RequestLog, new_id
+from app.keys.auth import Caller
+from app.llm.responses import Usage
+from app.protocol.chat import ChatCompletionRequest
+
+__all__ = ["Prepared", "prepare", "record"]
+
+_STORED_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content")
+
+
+@dataclass(slots=True)
+class Prepared:
+    request: ChatCompletionRequest
+    caller: Caller
+    request_id: str
+    started: float
+    messages: list[dict[str, Any]]  # what goes upstream
+    utilization: ContextUtilization
+    resolved: ResolvedConversation | None = None  # None: context disabled, nothing stored
+    new_messages: list[ConversationMessage] = field(default_factory=list)
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.resolved.conversation_id if self.resolved else None
+
+
+def _budget_policy(state: AppState) -> BudgetPolicy:
+    settings = state.settings
+    return BudgetPolicy(
+        default_context_window=settings.default_context_window,
+        output_reserve_tokens=settings.output_reserve_tokens,
+        safety_margin_ratio=settings.safety_margin_ratio,
+    )
+
+
+def _passthrough(state: AppState, context: ChatContext) -> Prepared:
+    request = context.request
+    messages = [m.model_dump(exclude_none=True) for m in request.messages]
+    tokens = state.tokens.count_messages(messages, request.model)
+    utilization = ContextUtilization(
+        model_name=request.model,
+        strategy="passthrough",
+        tokens_used=tokens,
+        messages_included=len(messages),
+    )
+    utilization.breakdown.current = tokens
+    return Prepared(
+        request, context.caller, context.request_id, context.started, messages, utilization
+    )
+
+
+async def prepare(state: AppState, context: ChatContext) -> Prepared:
+    request = context.request
+    if not request.context.enabled:
+        return _passthrough(state, context)
+    model = request.model
+    incoming = [
+        m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages
+    ]
+    hashes = [content_hash(m) for m in incoming]
+    budget = input_budget(
+        explicit=request.context.max_input_tokens,
+        context_window=state.llm.model_info(model).max_input_tokens,
+        output_tokens_requested=request.output_tokens_requested,
+        policy=_budget_policy(state),
+    )
+    async with state.database.reading() as session:
+        resolved = await conversation_service.resolve(
+            session, context.caller.tenant_id, incoming, hashes, request.conversation_id
+        )
+        new = [
+            ConversationMessage(
+                **message,
+                token_count=state.tokens.count_message(message, model),
+                content_hash=message_hash,
+            )
+            for message, message_hash in zip(
+                incoming[resolved.new_start :], hashes[resolved.new_start :], strict=True
+            )
+        ]
+        window = await load_history_window(
+            session,
+            resolved,
+            new,
+            budget=budget,
+            chunk_tokens=state.settings.history_trim_chunk_tokens,
+        )
+    assembled: AssembledContext = assemble(
+        AssemblyInput(
+            model=model,
+            budget=budget,
+            system=window.system,
+            history=window.history,
+            current=window.current,
+            region_start=window.region_start,
+            region_end=window.region_end,
+            region_count=window.region_count,
+            chunk_tokens=state.settings.history_trim_chunk_tokens,
+        )
+    )
+    return Prepared(
+        request=request,
+        caller=context.caller,
+        request_id=context.request_id,
+        started=context.started,
+        messages=assembled.messages,
+        utilization=assembled.utilization,
+        resolved=resolved,
+        new_messages=new,
+    )
+
+
+def answer_message(
+    state: AppState, model: str, message: dict[str, Any], *, complete: bool = True
+) -> ConversationMessage:
+    stored = {key: message.get(key) for key in _STORED_KEYS if message.get(key) is not None}
+    stored["role"] = "assistant"
+    return ConversationMessage(
+        **stored,
+        token_count=state.tokens.count_message(stored, model),
+        status="complete" if complete else "incomplete",
+    )
+
+
+def costs(prepared: Prepared, prompt: float, completion: float) -> CostInfo:
+    return CostInfo.of(prompt, completion, prepared.utilization.planning_cost.total_cost)
+
+
+async def record(
+    state: AppState,
+    prepared: Prepared,
+    *,
+    answer: ConversationMessage | None,
+    usage: Usage | None,
+    cost: CostInfo,
+    status: str = "ok",
+    status_code: int = 200,
+    error: str | None = None,
+) -> None:
+    """Store the turn and the request log in one transaction, before the client is answered."""
+    request = prepared.request
+    async with state.database.writing() as session:
+        resolved = prepared.resolved
+        if resolved is not None and answer is not None:
+            await conversation_service.append(
+                session,
+                prepared.caller.tenant_id,
+                resolved.conversation_id,
+                [*prepared.new_messages, answer],
+                model=request.model,
+                request_id=prepared.request_id,
+                prompt_tokens=usage.prompt_tokens if usage else None,
+            )
+        session.add(
+            RequestLog(
+                id=prepared.request_id,
+                tenant_id=prepared.caller.tenant_id,
+                key_id=prepared.caller.key_id,
+                conversation_id=resolved.conversation_id if resolved and answer else None,
+                model=request.model,
+                stream=request.stream,
+                status=status,
+                status_code=status_code,
+                error=error,
+                prompt_tokens=usage.prompt_tokens if usage else 0,
+                completion_tokens=usage.completion_tokens if usage else 0,
+                prompt_cost=cost.prompt_cost,
+                completion_cost=cost.completion_cost,
+                planning_cost=cost.planning_cost,
+                total_cost=cost.total_cost,
+                latency_ms=round((time.perf_counter() - prepared.started) * 1000, 2),
+                context_utilization=prepared.utilization.model_dump(mode="json"),
+            )
+        )
+
+
+def new_request_id() -> str:
+    return new_id("req")

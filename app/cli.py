@@ -1,0 +1,100 @@
+"""The ``contextgate`` command: serve, migrate (and more as the domains grow)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.core.settings import Settings, SettingsError, load_settings
+
+app = typer.Typer(
+    name="contextgate",
+    help="OpenAI-compatible proxy with conversation memory and context management.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _settings_or_exit() -> Settings:
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        typer.echo(f"contextgate: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def alembic_config(database_url: str) -> object:
+    from alembic.config import Config
+
+    root = Path(__file__).resolve().parent.parent
+    config = Config(str(root / "alembic.ini"))
+    config.set_main_option("script_location", str(root / "migrations"))
+    config.attributes["database_url"] = database_url
+    return config
+
+
+def run_migrations(database_url: str, revision: str = "heads") -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(database_url), revision)  # type: ignore[arg-type]
+
+
+@app.command()
+def migrate(
+    revision: Annotated[str, typer.Argument(help="Target revision.")] = "heads",
+) -> None:
+    """Apply database migrations (serve also does this at start)."""
+    settings = _settings_or_exit()
+    run_migrations(settings.database_url, revision)
+    typer.echo(f"database at {revision}")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
+    reload: Annotated[bool, typer.Option(help="Reload on code changes (development).")] = False,
+) -> None:
+    """Apply migrations, then serve the OpenAI-compatible API."""
+    import uvicorn
+
+    from app.core.logging import configure_logging
+    from app.llm.routing import ConfigError, load_model_list
+
+    settings = _settings_or_exit()
+    configure_logging(settings.log_level)
+    if settings.config is not None:
+        try:
+            load_model_list(settings.config)
+        except ConfigError as exc:
+            typer.echo(f"contextgate: invalid CONTEXTGATE_CONFIG: {exc}", err=True)
+            raise typer.Exit(2) from None
+    try:
+        run_migrations(settings.database_url)
+    except Exception as exc:  # one line, not a traceback: the database is unusable
+        typer.echo(f"contextgate: cannot migrate the database: {exc}", err=True)
+        raise typer.Exit(2) from None
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        reload=reload,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        loop="uvloop" if sys.platform != "win32" else "asyncio",
+        http="httptools",
+    )
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""What a request's context was made of: the ``context_utilization`` of the response."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "ArtifactOutcome",
+    "CacheStats",
+    "ContextBreakdown",
+    "ContextUtilization",
+    "CostInfo",
+    "PlanningCost",
+]
+
+
+class ContextBreakdown(BaseModel):
+    system: int = 0
+    history: int = 0
+    artifacts: int = 0
+    memory: int = 0
+    current: int = 0
+
+
+class ArtifactOutcome(BaseModel):
+    artifact_id: str
+    source: str
+    artifact_type: Literal["tool_result", "document"]
+    strategy: Literal["include_full", "summarize", "rag_extract", "exclude"]
+    original_size_chars: int
+    processed_size_chars: int
+    cache_hit: bool = False
+
+
+class PlanningCost(BaseModel):
+    planner_cost: float = 0.0
+    summarizer_cost: float = 0.0
+    total_cost: float = 0.0
+
+
+class CacheStats(BaseModel):
+    hits: int = 0
+    misses: int = 0
+
+
+class ContextUtilization(BaseModel):
+    model_name: str
+    strategy: str = "simple"
+    max_input_tokens: int = 0
+    tokens_used: int = 0
+    messages_included: int = 0
+    messages_excluded: int = 0
+    breakdown: ContextBreakdown = Field(default_factory=ContextBreakdown)
+    artifacts_processed: list[ArtifactOutcome] = Field(default_factory=list)
+    llm_planning_used: bool = False
+    planning_cost: PlanningCost = Field(default_factory=PlanningCost)
+    cache_stats: CacheStats = Field(default_factory=CacheStats)
+    compaction: dict[str, Any] | None = None
+    memories_injected: list[dict[str, Any]] = Field(default_factory=list)
+    # Why something fell back (planner failed, cache unreachable, …); empty when all went well.
+    notes: list[str] = Field(default_factory=list)
+
+
+class CostInfo(BaseModel):
+    prompt_cost: float = 0.0
+    completion_cost: float = 0.0
+    planning_cost: float = 0.0
+    total_cost: float = 0.0
+
+    @classmethod
+    def of(cls, prompt: float, completion: float, planning: float) -> CostInfo:
+        return cls(
+            prompt_cost=prompt,
+            completion_cost=completion,
+            planning_cost=planning,
+            total_cost=prompt + completion + planning,
+        )

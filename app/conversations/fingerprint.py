@@ -1,0 +1,91 @@
+"""Hashes that identify whole messages and whole message sequences.
+
+A message's hash covers its canonical form (role, content, name, tool calls, tool_call_id),
+so the assistant message a client echoes back (with extra keys such as ``refusal: null``)
+hashes like the one contextgate stored. A sequence's hash is a chain over its messages:
+``h_i = sha256(h_{i-1} : c_i)``, so two conversations share a chain hash only when they share
+every message up to that point. No shortcut over the first characters: those collide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "canonical_message",
+    "chain_hashes",
+    "content_hash",
+    "extend_chain",
+    "matches_prefix",
+]
+
+
+def _canonical_content(content: Any) -> Any:
+    if content is None or content == "":
+        return None
+    if isinstance(content, list):
+        if all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+            return "".join(str(p.get("text", "")) for p in content) or None
+        return content
+    return content
+
+
+def _canonical_tool_calls(tool_calls: Any) -> list[dict[str, Any]] | None:
+    if not tool_calls:
+        return None
+    calls = []
+    for call in tool_calls:
+        function = call.get("function") or {}
+        calls.append(
+            {
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": function.get("arguments") or "",
+            }
+        )
+    return calls
+
+
+def canonical_message(message: dict[str, Any]) -> dict[str, Any]:
+    canonical: dict[str, Any] = {
+        "role": message.get("role"),
+        "content": _canonical_content(message.get("content")),
+    }
+    if message.get("name"):
+        canonical["name"] = message["name"]
+    tool_calls = _canonical_tool_calls(message.get("tool_calls"))
+    if tool_calls:
+        canonical["tool_calls"] = tool_calls
+    if message.get("tool_call_id"):
+        canonical["tool_call_id"] = message["tool_call_id"]
+    return canonical
+
+
+def content_hash(message: dict[str, Any]) -> str:
+    data = orjson.dumps(canonical_message(message), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(data).hexdigest()
+
+
+def extend_chain(previous: str, message_hash: str) -> str:
+    return hashlib.sha256(f"{previous}:{message_hash}".encode()).hexdigest()
+
+
+def chain_hashes(hashes: Iterable[str], start: str = "") -> list[str]:
+    """Chain hash after each message: element i identifies messages[0..i]."""
+    chain: list[str] = []
+    current = start
+    for message_hash in hashes:
+        current = extend_chain(current, message_hash)
+        chain.append(current)
+    return chain
+
+
+def matches_prefix(stored_head: str, stored_count: int, chain: Sequence[str]) -> bool:
+    """Whether the incoming messages start with the whole stored sequence."""
+    if stored_count == 0:
+        return True
+    return len(chain) >= stored_count and chain[stored_count - 1] == stored_head

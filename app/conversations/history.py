@@ -1,0 +1,125 @@
+"""Load the part of a conversation a request can use: system prompt, history tail, current turn.
+
+The conversation row carries running counters (message count, token positions of the system
+prompt and of the newest user message), so the window is found without reading the history:
+one range query loads the system prompt and the tail from the cut on, whatever the length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.context.fit import history_cut
+from app.context.tokens import REPLY_PRIMER
+from app.conversations.messages import ConversationMessage, attach_reasoning_steps
+from app.conversations.repository import conversation_repository as repository
+from app.conversations.service import ResolvedConversation, to_conversation_message
+
+__all__ = ["HistoryWindow", "load_history_window"]
+
+_SYSTEM_ROLES = ("system", "developer")
+
+
+@dataclass(slots=True)
+class HistoryWindow:
+    system: list[ConversationMessage] = field(default_factory=list)
+    history: list[ConversationMessage] = field(default_factory=list)
+    current: list[ConversationMessage] = field(default_factory=list)
+    region_start: int = 0
+    region_end: int = 0
+    region_count: int = 0
+
+    @property
+    def system_tokens(self) -> int:
+        return sum(m.token_count for m in self.system)
+
+    @property
+    def current_tokens(self) -> int:
+        return sum(m.token_count for m in self.current)
+
+
+def _number_new(resolved: ResolvedConversation, new: list[ConversationMessage]) -> None:
+    """Give the new messages the positions they will take when stored."""
+    conversation = resolved.conversation
+    sequence = conversation.message_count if conversation else 0
+    position = conversation.total_tokens if conversation else 0
+    for message in new:
+        message.sequence_number = sequence
+        message.start_tokens = position
+        message.stored = False
+        sequence += 1
+        position += message.token_count
+
+
+async def load_history_window(
+    session: AsyncSession | None,
+    resolved: ResolvedConversation,
+    new: list[ConversationMessage],
+    *,
+    budget: int,
+    chunk_tokens: int,
+) -> HistoryWindow:
+    """Split stored + new messages into system prompt, history candidates and current turn.
+
+    ``budget`` is the request's input budget; history gets at most what the system prompt and
+    the current turn leave of it, and messages before the cut that room implies are never
+    loaded.
+    """
+    _number_new(resolved, new)
+    conversation = resolved.conversation
+    stored_count = conversation.message_count if conversation else 0
+
+    if conversation is not None and stored_count:
+        system_count = conversation.system_prompt_count
+        system_tokens = conversation.system_prompt_tokens
+    else:
+        system_count = 0
+        system_tokens = 0
+        for message in new:
+            if message.role not in _SYSTEM_ROLES:
+                break
+            system_count += 1
+            system_tokens += message.token_count
+
+    new_user = [m for m in new if m.role == "user"]
+    if new_user:
+        current_seq, current_start = new_user[-1].sequence_number, new_user[-1].start_tokens
+    elif conversation is not None and conversation.last_user_sequence is not None:
+        current_seq = conversation.last_user_sequence
+        current_start = conversation.last_user_start_tokens
+    elif new:
+        current_seq, current_start = new[0].sequence_number, new[0].start_tokens
+    else:
+        current_seq = stored_count
+        current_start = conversation.total_tokens if conversation else 0
+    current_seq = max(current_seq, system_count)
+    current_start = max(current_start, system_tokens)
+
+    # Room for history is what remains once the stored part of the current turn is counted.
+    stored_current = (conversation.total_tokens - current_start) if conversation else 0
+    new_current = sum(m.token_count for m in new if m.sequence_number >= current_seq)
+    room = budget - REPLY_PRIMER - system_tokens - max(0, stored_current) - new_current
+    cut = history_cut(system_tokens, current_start, room, chunk_tokens)
+
+    loaded: list[ConversationMessage] = []
+    if session is not None and conversation is not None and stored_count:
+        rows = await repository.context_messages(
+            session, conversation.id, system_count=system_count, cut=cut
+        )
+        loaded = [to_conversation_message(row) for row in rows]
+
+    window = HistoryWindow(
+        region_start=system_tokens,
+        region_end=current_start,
+        region_count=current_seq - system_count,
+    )
+    for message in attach_reasoning_steps(loaded + new):
+        if message.sequence_number < system_count:
+            window.system.append(message)
+        elif message.sequence_number < current_seq:
+            window.history.append(message)
+        else:
+            window.current.append(message)
+    return window

@@ -1,0 +1,83 @@
+"""ConversationMessage: a stored (or about to be stored) message with its reasoning steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = ["ConversationMessage", "ReasoningStep", "attach_reasoning_steps", "turn_start_index"]
+
+
+class ReasoningStep(BaseModel):
+    """One tool call of an assistant message, paired with its result by ``tool_call_id``."""
+
+    tool_call_id: str
+    tool_name: str | None = None
+    arguments: str | None = None
+    result: Any = None
+    result_sequence_number: int | None = None
+
+
+class ConversationMessage(BaseModel):
+    role: str
+    content: Any = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+    sequence_number: int = 0
+    turn_number: int = 0
+    token_count: int = 0
+    start_tokens: int = 0
+    status: str = "complete"
+    stored: bool = True
+    content_hash: str = ""
+    reasoning_steps: list[ReasoningStep] = Field(default_factory=list)
+
+    @property
+    def end_tokens(self) -> int:
+        return self.start_tokens + self.token_count
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message as sent upstream (reasoning content stays in the record)."""
+        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name:
+            message["name"] = self.name
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        if self.tool_call_id:
+            message["tool_call_id"] = self.tool_call_id
+        return message
+
+
+def attach_reasoning_steps(messages: list[ConversationMessage]) -> list[ConversationMessage]:
+    """Pair every assistant tool call with the tool message that answers it."""
+    results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
+    for message in messages:
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        steps = []
+        for call in message.tool_calls:
+            call_id = str(call.get("id") or "")
+            function = call.get("function") or {}
+            result = results.get(call_id)
+            steps.append(
+                ReasoningStep(
+                    tool_call_id=call_id,
+                    tool_name=function.get("name"),
+                    arguments=function.get("arguments"),
+                    result=result.content if result else None,
+                    result_sequence_number=result.sequence_number if result else None,
+                )
+            )
+        message.reasoning_steps = steps
+    return messages
+
+
+def turn_start_index(messages: list[ConversationMessage]) -> int:
+    """Index of the newest user message (where the current turn starts); 0 if none."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            return index
+    return 0

@@ -1,0 +1,115 @@
+"""Every SQL query about conversations and their messages; scoped by tenant, no HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import delete, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Conversation, Message
+
+__all__ = ["ConversationRepository", "conversation_repository"]
+
+
+class ConversationRepository:
+    async def get(
+        self,
+        session: AsyncSession,
+        tenant_id: str,
+        conversation_id: str,
+        *,
+        for_update: bool = False,
+    ) -> Conversation | None:
+        statement = select(Conversation).where(
+            Conversation.id == conversation_id, Conversation.tenant_id == tenant_id
+        )
+        if for_update:
+            statement = statement.with_for_update()
+        return (await session.execute(statement)).scalar_one_or_none()
+
+    async def find_by_heads(
+        self, session: AsyncSession, tenant_id: str, heads: Sequence[str]
+    ) -> list[Conversation]:
+        """The caller's conversations whose whole stored sequence hashes to one of ``heads``."""
+        found: list[Conversation] = []
+        for start in range(0, len(heads), 500):
+            batch = list(heads[start : start + 500])
+            statement = select(Conversation).where(
+                Conversation.tenant_id == tenant_id, Conversation.head_hash.in_(batch)
+            )
+            found.extend((await session.execute(statement)).scalars())
+        return found
+
+    async def list_recent(
+        self, session: AsyncSession, tenant_id: str, *, limit: int, offset: int = 0
+    ) -> list[Conversation]:
+        statement = (
+            select(Conversation)
+            .where(Conversation.tenant_id == tenant_id)
+            .order_by(Conversation.updated_at.desc(), Conversation.id)
+            .limit(limit)
+            .offset(offset)
+        )
+        return list((await session.execute(statement)).scalars())
+
+    async def count(self, session: AsyncSession, tenant_id: str) -> int:
+        statement = select(func.count()).where(Conversation.tenant_id == tenant_id)
+        return int((await session.execute(statement)).scalar_one())
+
+    async def delete(self, session: AsyncSession, conversation: Conversation) -> None:
+        await session.execute(delete(Message).where(Message.conversation_id == conversation.id))
+        await session.delete(conversation)
+
+    async def tail_content_hashes(
+        self, session: AsyncSession, conversation_id: str, count: int
+    ) -> list[str]:
+        """Content hashes of the last ``count`` stored messages, oldest first."""
+        statement = (
+            select(Message.content_hash)
+            .where(Message.conversation_id == conversation_id)
+            .order_by(Message.sequence_number.desc())
+            .limit(count)
+        )
+        return list(reversed((await session.execute(statement)).scalars().all()))
+
+    async def head_content_hashes(
+        self, session: AsyncSession, conversation_id: str, count: int
+    ) -> list[str]:
+        """Content hashes of the first ``count`` stored messages (the system prompt)."""
+        if count <= 0:
+            return []
+        statement = (
+            select(Message.content_hash)
+            .where(Message.conversation_id == conversation_id, Message.sequence_number < count)
+            .order_by(Message.sequence_number)
+        )
+        return list((await session.execute(statement)).scalars().all())
+
+    async def context_messages(
+        self, session: AsyncSession, conversation_id: str, *, system_count: int, cut: int
+    ) -> list[Message]:
+        """The system prompt plus every message from absolute token position ``cut`` on.
+
+        One indexed range query: its cost follows what can be sent, not the history's length.
+        """
+        statement = (
+            select(Message)
+            .where(
+                Message.conversation_id == conversation_id,
+                or_(Message.sequence_number < system_count, Message.start_tokens >= cut),
+            )
+            .order_by(Message.sequence_number)
+        )
+        return list((await session.execute(statement)).scalars())
+
+    async def all_messages(self, session: AsyncSession, conversation_id: str) -> list[Message]:
+        statement = (
+            select(Message)
+            .where(Message.conversation_id == conversation_id)
+            .order_by(Message.sequence_number)
+        )
+        return list((await session.execute(statement)).scalars())
+
+
+conversation_repository = ConversationRepository()

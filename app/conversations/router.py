@@ -1,0 +1,67 @@
+"""GET /v1/conversations, GET and DELETE /v1/conversations/{id}: the caller's own only."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from app.conversations.repository import conversation_repository
+from app.conversations.schemas import (
+    ConversationDeleted,
+    ConversationDetail,
+    ConversationList,
+    ConversationSummary,
+    StoredMessage,
+)
+from app.conversations.service import conversation_service
+from app.core.state import AppState, get_state
+from app.keys.auth import CallerDep
+
+router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+@router.get("", response_model=ConversationList)
+async def list_conversations(
+    caller: CallerDep,
+    state: StateDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> ConversationList:
+    async with state.database.reading() as session:
+        rows = await conversation_repository.list_recent(
+            session, caller.tenant_id, limit=limit + 1, offset=offset
+        )
+        total = await conversation_repository.count(session, caller.tenant_id)
+    return ConversationList(
+        data=[
+            ConversationSummary.model_validate(row, from_attributes=True) for row in rows[:limit]
+        ],
+        total=total,
+        has_more=len(rows) > limit,
+    )
+
+
+@router.get("/{conversation_id}", response_model=ConversationDetail)
+async def get_conversation(
+    conversation_id: str, caller: CallerDep, state: StateDep
+) -> ConversationDetail:
+    async with state.database.reading() as session:
+        conversation = await conversation_service.get(session, caller.tenant_id, conversation_id)
+        messages = await conversation_service.messages(session, conversation)
+    summary = ConversationSummary.model_validate(conversation, from_attributes=True)
+    return ConversationDetail(
+        **summary.model_dump(),
+        messages=[StoredMessage.model_validate(m, from_attributes=True) for m in messages],
+    )
+
+
+@router.delete("/{conversation_id}", response_model=ConversationDeleted)
+async def delete_conversation(
+    conversation_id: str, caller: CallerDep, state: StateDep
+) -> ConversationDeleted:
+    async with state.database.writing() as session:
+        conversation = await conversation_service.get(session, caller.tenant_id, conversation_id)
+        await conversation_repository.delete(session, conversation)
+    return ConversationDeleted(id=conversation_id)

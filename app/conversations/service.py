@@ -1,0 +1,243 @@
+"""Find or create the caller's conversation, store messages exactly once, rebuild history."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.context.tokens import text_of
+from app.conversations.fingerprint import chain_hashes, content_hash, extend_chain, matches_prefix
+from app.conversations.messages import ConversationMessage, attach_reasoning_steps
+from app.conversations.repository import conversation_repository as repository
+from app.core.errors import NotFound
+from app.db.models import Conversation, Message, new_id
+
+__all__ = [
+    "ConversationService",
+    "ResolvedConversation",
+    "conversation_service",
+    "new_messages_start",
+    "to_conversation_message",
+]
+
+_SYSTEM_ROLES = ("system", "developer")
+
+
+@dataclass(slots=True)
+class ResolvedConversation:
+    conversation_id: str
+    conversation: Conversation | None  # None: a new conversation, created when stored
+    new_start: int  # incoming[new_start:] are the messages not stored yet
+
+    @property
+    def is_new(self) -> bool:
+        return self.conversation is None
+
+
+def new_messages_start(
+    *,
+    stored_count: int,
+    stored_head: str,
+    incoming_hashes: list[str],
+    stored_tail_hashes: list[str],
+    stored_system_hashes: list[str],
+) -> int:
+    """Where the messages a client sent for a known conversation stop being already stored.
+
+    The client may send the whole history (it then starts with the whole stored sequence), or
+    only the new messages; it may repeat the stored system prompt, or resend the last stored
+    messages (a retry). Whatever it sends, each message is stored once.
+    """
+    chain = chain_hashes(incoming_hashes)
+    if matches_prefix(stored_head, stored_count, chain):
+        return stored_count
+    # A retry that repeats the last stored messages: skip the longest such overlap.
+    for overlap in range(min(len(incoming_hashes), len(stored_tail_hashes)), 0, -1):
+        if incoming_hashes[:overlap] == stored_tail_hashes[-overlap:]:
+            return overlap
+    # New messages only, perhaps behind a repeat of the stored system prompt.
+    start = 0
+    while (
+        start < len(incoming_hashes)
+        and start < len(stored_system_hashes)
+        and incoming_hashes[start] == stored_system_hashes[start]
+    ):
+        start += 1
+    return start
+
+
+def to_conversation_message(row: Message) -> ConversationMessage:
+    return ConversationMessage(
+        role=row.role,
+        content=row.content,
+        name=row.name,
+        tool_calls=row.tool_calls,
+        tool_call_id=row.tool_call_id,
+        reasoning_content=row.reasoning_content,
+        sequence_number=row.sequence_number,
+        turn_number=row.turn_number,
+        token_count=row.token_count,
+        start_tokens=row.start_tokens,
+        status=row.status,
+        stored=True,
+        content_hash=row.content_hash,
+    )
+
+
+class ConversationService:
+    async def resolve(
+        self,
+        session: AsyncSession,
+        tenant_id: str,
+        incoming: list[dict[str, Any]],
+        incoming_hashes: list[str],
+        conversation_id: str | None,
+    ) -> ResolvedConversation:
+        if conversation_id is not None:
+            conversation = await repository.get(session, tenant_id, conversation_id)
+            if conversation is None:
+                raise NotFound(
+                    f"No conversation '{conversation_id}'.",
+                    param="conversation_id",
+                    code="conversation_not_found",
+                )
+            start = await self._new_start(session, conversation, incoming_hashes)
+            return ResolvedConversation(conversation.id, conversation, start)
+        return await self._match_by_prefix(session, tenant_id, incoming_hashes)
+
+    async def _new_start(
+        self, session: AsyncSession, conversation: Conversation, incoming_hashes: list[str]
+    ) -> int:
+        chain = chain_hashes(incoming_hashes[: conversation.message_count])
+        if matches_prefix(conversation.head_hash, conversation.message_count, chain):
+            return conversation.message_count  # the whole history, as OpenAI clients send it
+        tail = await repository.tail_content_hashes(session, conversation.id, len(incoming_hashes))
+        system = await repository.head_content_hashes(
+            session, conversation.id, conversation.system_prompt_count
+        )
+        return new_messages_start(
+            stored_count=conversation.message_count,
+            stored_head=conversation.head_hash,
+            incoming_hashes=incoming_hashes,
+            stored_tail_hashes=tail,
+            stored_system_hashes=system,
+        )
+
+    async def _match_by_prefix(
+        self, session: AsyncSession, tenant_id: str, incoming_hashes: list[str]
+    ) -> ResolvedConversation:
+        chain = chain_hashes(incoming_hashes)
+        candidates = await repository.find_by_heads(session, tenant_id, chain)
+        best: list[Conversation] = []
+        for candidate in candidates:
+            count = candidate.message_count
+            if count == 0 or count > len(chain) or chain[count - 1] != candidate.head_hash:
+                continue
+            if not best or count > best[0].message_count:
+                best = [candidate]
+            elif count == best[0].message_count:
+                best.append(candidate)
+        if len(best) == 1:
+            return ResolvedConversation(best[0].id, best[0], best[0].message_count)
+        # No match, or an ambiguous one: a new conversation.
+        return ResolvedConversation(new_id("conv"), None, 0)
+
+    async def append(
+        self,
+        session: AsyncSession,
+        tenant_id: str,
+        conversation_id: str,
+        messages: list[ConversationMessage],
+        *,
+        model: str,
+        request_id: str | None = None,
+        prompt_tokens: int | None = None,
+    ) -> Conversation:
+        """Append messages at the current end (locking the conversation row), exactly once."""
+        conversation = await repository.get(session, tenant_id, conversation_id, for_update=True)
+        if conversation is None:
+            conversation = Conversation(
+                id=conversation_id,
+                tenant_id=tenant_id,
+                message_count=0,
+                total_tokens=0,
+                turn_count=0,
+                system_prompt_count=0,
+                system_prompt_tokens=0,
+                last_user_start_tokens=0,
+                head_hash="",
+                title=_title(messages),
+            )
+            session.add(conversation)
+        rows = [self._next_row(conversation, message, request_id) for message in messages]
+        conversation.model = model
+        if prompt_tokens is not None:
+            conversation.last_prompt_tokens = prompt_tokens
+        session.add_all(rows)
+        await session.flush()
+        return conversation
+
+    def _next_row(
+        self, conversation: Conversation, message: ConversationMessage, request_id: str | None
+    ) -> Message:
+        sequence = conversation.message_count
+        start = conversation.total_tokens
+        message_hash = message.content_hash or content_hash(message.to_openai())
+        if message.role == "user":
+            conversation.turn_count += 1
+            conversation.last_user_sequence = sequence
+            conversation.last_user_start_tokens = start
+        if message.role in _SYSTEM_ROLES and sequence == conversation.system_prompt_count:
+            conversation.system_prompt_count += 1
+            conversation.system_prompt_tokens += message.token_count
+        conversation.head_hash = extend_chain(conversation.head_hash, message_hash)
+        conversation.message_count = sequence + 1
+        conversation.total_tokens = start + message.token_count
+        message.sequence_number = sequence
+        message.start_tokens = start
+        message.turn_number = conversation.turn_count
+        return Message(
+            conversation_id=conversation.id,
+            tenant_id=conversation.tenant_id,
+            sequence_number=sequence,
+            turn_number=conversation.turn_count,
+            role=message.role,
+            content=message.content,
+            name=message.name,
+            tool_calls=message.tool_calls,
+            tool_call_id=message.tool_call_id,
+            reasoning_content=message.reasoning_content,
+            token_count=message.token_count,
+            start_tokens=start,
+            chain_hash=conversation.head_hash,
+            content_hash=message_hash,
+            status=message.status,
+            request_id=request_id,
+        )
+
+    async def messages(
+        self, session: AsyncSession, conversation: Conversation
+    ) -> list[ConversationMessage]:
+        rows = await repository.all_messages(session, conversation.id)
+        return attach_reasoning_steps([to_conversation_message(row) for row in rows])
+
+    async def get(
+        self, session: AsyncSession, tenant_id: str, conversation_id: str
+    ) -> Conversation:
+        conversation = await repository.get(session, tenant_id, conversation_id)
+        if conversation is None:
+            raise NotFound(f"No conversation '{conversation_id}'.", code="conversation_not_found")
+        return conversation
+
+
+def _title(messages: list[ConversationMessage]) -> str | None:
+    for message in messages:
+        if message.role == "user":
+            text = " ".join(text_of(message.content).split())
+            return text[:120] or None
+    return None
+
+
+conversation_service = ConversationService()

@@ -1,0 +1,103 @@
+"""Async engine and sessions; SQLite tuned for a server (WAL, busy timeout, BEGIN IMMEDIATE)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.pool import StaticPool
+
+__all__ = ["Database", "create_database"]
+
+_BEGIN_MODE = "sqlite_begin"
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    engine: AsyncEngine
+    sessionmaker: async_sessionmaker[AsyncSession]
+    is_sqlite: bool
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncSession]:
+        """A read transaction; under WAL it never waits for writers."""
+        async with self.sessionmaker() as session:
+            yield session
+
+    @asynccontextmanager
+    async def writing(self) -> AsyncIterator[AsyncSession]:
+        """A write transaction that commits on success and rolls back on error.
+
+        On SQLite it starts with BEGIN IMMEDIATE: a deferred transaction that reads and then
+        writes fails at once with "database is locked" when another writer got there first,
+        whereas an immediate one waits for the lock (up to the busy timeout) before reading.
+        """
+        async with self.sessionmaker() as session:
+            if self.is_sqlite:
+                await session.connection(execution_options={_BEGIN_MODE: "IMMEDIATE"})
+            try:
+                yield session
+                await session.commit()
+            except BaseException:
+                await session.rollback()
+                raise
+
+    async def ping(self) -> None:
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+def _install_sqlite_pragmas(engine: AsyncEngine, busy_timeout_ms: int, memory: bool) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy (not the driver) emit BEGIN, so we choose its mode.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        if not memory:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def create_database(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000) -> Database:
+    is_sqlite = url.startswith("sqlite")
+    kwargs: dict[str, Any] = {}
+    memory = is_sqlite and (":memory:" in url or url.rstrip("/").endswith("sqlite+aiosqlite:"))
+    if memory:
+        kwargs["poolclass"] = StaticPool
+        kwargs["connect_args"] = {"check_same_thread": False}
+    elif is_sqlite:
+        kwargs["pool_size"] = pool_size
+        kwargs["max_overflow"] = pool_size
+    else:
+        kwargs["pool_size"] = pool_size
+        kwargs["max_overflow"] = pool_size
+        kwargs["pool_pre_ping"] = True
+    engine = create_async_engine(url, **kwargs)
+    if is_sqlite:
+        _install_sqlite_pragmas(engine, busy_timeout_ms, memory)
+    return Database(
+        engine=engine,
+        sessionmaker=async_sessionmaker(engine, expire_on_commit=False),
+        is_sqlite=is_sqlite,
+    )

@@ -1,0 +1,39 @@
+"""Request id and timing, as a plain ASGI middleware (it does not break streaming)."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core.logging import request_id_var
+from app.db.models import new_id
+
+__all__ = ["RequestContextMiddleware"]
+
+
+class RequestContextMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = new_id("req")
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        state["started"] = time.perf_counter()
+        token = request_id_var.set(request_id)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            request_id_var.reset(token)

@@ -1,0 +1,107 @@
+"""Settings: environment variables prefixed CONTEXTGATE_, also read from `.env`."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "SettingsError", "load_settings"]
+
+
+class SettingsError(Exception):
+    """A setting has a bad value; the message is one line a person can act on."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CONTEXTGATE_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
+    )
+
+    # --- storage -------------------------------------------------------------------------
+    database_url: str = "sqlite+aiosqlite:///./contextgate.db"
+    redis_url: str | None = None
+    db_pool_size: int = Field(10, ge=1, le=200)
+    sqlite_busy_timeout_ms: int = Field(30_000, ge=0)
+
+    # --- routing -------------------------------------------------------------------------
+    config: Path | None = None
+    upstream_base_url: str | None = None
+    upstream_api_key: SecretStr | None = None
+    planner_model: str = "gpt-4o-mini"
+    summarizer_model: str = "gpt-4o-mini"
+    embedding_model: str | None = None
+
+    # --- auth ----------------------------------------------------------------------------
+    master_key: SecretStr | None = None
+
+    # --- upstream calls ------------------------------------------------------------------
+    request_timeout_s: float = Field(600.0, gt=0)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    retry_backoff_s: float = Field(0.5, ge=0)
+    retry_max_backoff_s: float = Field(8.0, ge=0)
+
+    # --- context budget ------------------------------------------------------------------
+    default_context_window: int = Field(8192, ge=256)
+    output_reserve_tokens: int = Field(1024, ge=0)
+    safety_margin_ratio: float = Field(0.05, ge=0, lt=0.5)
+    history_trim_chunk_tokens: int = Field(1024, ge=1)
+
+    # --- server --------------------------------------------------------------------------
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, value: str) -> str:
+        if value.startswith(("sqlite:", "sqlite+pysqlite:")):
+            raise ValueError("use an async driver, e.g. sqlite+aiosqlite:///./contextgate.db")
+        if value.startswith(("postgres://", "postgresql://", "postgresql+psycopg2://")):
+            raise ValueError("use an async driver, e.g. postgresql+asyncpg://user:pw@host/db")
+        if "://" not in value:
+            raise ValueError("expected an SQLAlchemy URL such as sqlite+aiosqlite:///./x.db")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("expected redis://host:port/db, rediss://… or unix://…")
+        return value
+
+    @field_validator("upstream_base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("expected an http(s):// URL such as http://127.0.0.1:11434/v1")
+        return value.rstrip("/") if value else value
+
+    @field_validator("config")
+    @classmethod
+    def _config_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
+
+    @cached_property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings, turning a validation error into one clear line."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "_".join(str(part) for part in first["loc"]).upper()
+        message = first["msg"].removeprefix("Value error, ")
+        raise SettingsError(f"invalid setting CONTEXTGATE_{name}: {message}") from None

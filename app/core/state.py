@@ -1,0 +1,36 @@
+"""The application's long-lived parts, built once in the lifespan and read by dependencies."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request
+
+from app.context.tokens import TokenCounter
+from app.core.database import Database
+from app.core.settings import Settings
+from app.llm.client import LLMClient
+
+if TYPE_CHECKING:
+    from app.keys.auth import Caller
+
+__all__ = ["AppState", "get_state"]
+
+
+@dataclass(slots=True)
+class AppState:
+    settings: Settings
+    database: Database
+    llm: LLMClient
+    tokens: TokenCounter
+    # Resolves a presented virtual key to its caller (installed by the keys domain).
+    key_resolver: Callable[[str], Awaitable[Caller | None]] | None = None
+    # Fire-and-forget work (memory extraction, …) kept referenced until it finishes.
+    background: set[Any] = field(default_factory=set)
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.contextgate
+    return state

@@ -1,0 +1,52 @@
+"""A stored conversation: its owner (tenant), running counters and the hash of its last message."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Index, String
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.db.models.base import Base, new_id, utcnow
+
+if TYPE_CHECKING:
+    from app.db.models.message import Message
+
+__all__ = ["Conversation"]
+
+
+class Conversation(Base):
+    __tablename__ = "conversations"
+    __table_args__ = (
+        Index("ix_conversations_tenant_head", "tenant_id", "head_hash"),
+        Index("ix_conversations_tenant_updated", "tenant_id", "updated_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("conv"))
+    tenant_id: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(200))
+    title: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    # Running counters, maintained on every append, so a request never scans the history.
+    message_count: Mapped[int] = mapped_column(default=0)
+    total_tokens: Mapped[int] = mapped_column(default=0)
+    turn_count: Mapped[int] = mapped_column(default=0)
+    system_prompt_count: Mapped[int] = mapped_column(default=0)
+    system_prompt_tokens: Mapped[int] = mapped_column(default=0)
+    last_user_sequence: Mapped[int | None] = mapped_column(default=None)
+    last_user_start_tokens: Mapped[int] = mapped_column(default=0)
+    # Hash chain over whole messages; head_hash identifies the exact stored sequence.
+    head_hash: Mapped[str] = mapped_column(String(64), default="")
+    # Prompt tokens the upstream reported for the last call (drives compaction).
+    last_prompt_tokens: Mapped[int | None] = mapped_column(default=None)
+
+    messages: Mapped[list[Message]] = relationship(
+        back_populates="conversation",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="Message.sequence_number",
+        lazy="raise",
+    )

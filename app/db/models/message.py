@@ -1,0 +1,50 @@
+"""One stored message; raw messages are never deleted by context management."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.db.models.base import Base, utcnow
+
+if TYPE_CHECKING:
+    from app.db.models.conversation import Conversation
+
+__all__ = ["Message"]
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "sequence_number"),
+        Index("ix_messages_conversation_start_tokens", "conversation_id", "start_tokens"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    conversation_id: Mapped[str] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), index=False
+    )
+    tenant_id: Mapped[str] = mapped_column(String(64))
+    sequence_number: Mapped[int]
+    turn_number: Mapped[int] = mapped_column(default=0)
+    role: Mapped[str] = mapped_column(String(20))
+    content: Mapped[Any] = mapped_column(JSON, nullable=True)  # str, list of parts, or null
+    name: Mapped[str | None] = mapped_column(String(200))
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    tool_call_id: Mapped[str | None] = mapped_column(String(200))
+    reasoning_content: Mapped[str | None] = mapped_column(Text)
+    token_count: Mapped[int] = mapped_column(default=0)
+    # Tokens of every earlier message of the conversation: lets a request load only the tail
+    # that fits with one indexed range query, however long the conversation.
+    start_tokens: Mapped[int] = mapped_column(default=0)
+    chain_hash: Mapped[str] = mapped_column(String(64))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    # "complete", or "incomplete" for a streamed answer cut short.
+    status: Mapped[str] = mapped_column(String(16), default="complete")
+    request_id: Mapped[str | None] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    conversation: Mapped[Conversation] = relationship(back_populates="messages", lazy="raise")

@@ -1,0 +1,204 @@
+"""Every model call goes through here: routing, one retry loop, fallbacks, timeouts, cost.
+
+litellm does the provider translation; its own retries (and the OpenAI SDK's) are switched off
+so that there is exactly one retry loop in the system, this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import litellm
+
+from app.core.errors import ContextGateError
+from app.llm.errors import is_retryable, map_upstream_error, retry_after_seconds
+from app.llm.model_info import ModelInfo, model_info_for
+from app.llm.responses import Usage, normalize_chunk, normalize_completion, usage_of
+from app.llm.routing import Deployment, ModelRouter
+
+__all__ = ["Completion", "LLMClient", "RetryPolicy", "StreamHandle", "Usage"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+
+
+@dataclass(slots=True)
+class Completion:
+    response: dict[str, Any]
+    usage: Usage | None
+    deployment: Deployment
+    prompt_cost: float = 0.0
+    completion_cost: float = 0.0
+
+    @property
+    def content(self) -> str:
+        choices = self.response.get("choices") or [{}]
+        return str((choices[0].get("message") or {}).get("content") or "")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_retries: int = 2
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return retry_after
+        base = self.backoff_s * (2**attempt)
+        return float(min(self.max_backoff_s, base * (0.75 + random.random() / 2)))
+
+
+class StreamHandle:
+    """An upstream stream whose first chunk has arrived; iterate for normalized chunks."""
+
+    def __init__(self, first: Any, rest: Any, deployment: Deployment) -> None:
+        self._first: Any | None = first
+        self._rest = rest
+        self.deployment = deployment
+
+    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+        if self._first is not None:
+            first, self._first = self._first, None
+            yield normalize_chunk(first)
+        async for chunk in self._rest:
+            yield normalize_chunk(chunk)
+
+    async def aclose(self) -> None:
+        closer = getattr(self._rest, "aclose", None)
+        if closer is not None:
+            try:
+                await closer()
+            except Exception:  # the stream is being abandoned; nothing to save
+                logger.debug("closing upstream stream failed", exc_info=True)
+
+
+class LLMClient:
+    def __init__(
+        self,
+        router: ModelRouter,
+        *,
+        timeout_s: float = 600.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.router = router
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+
+    # ---- model facts -----------------------------------------------------------------
+    def model_info(self, model_name: str) -> ModelInfo:
+        return model_info_for(self.router.resolve(model_name)[0])
+
+    def cost(self, deployment: Deployment, usage: Usage | None) -> tuple[float, float]:
+        if usage is None:
+            return 0.0, 0.0
+        return model_info_for(deployment).cost(usage.prompt_tokens, usage.completion_tokens)
+
+    # ---- calls -------------------------------------------------------------------------
+    def _call_kwargs(
+        self, deployment: Deployment, params: dict[str, Any], timeout: float | None
+    ) -> dict[str, Any]:
+        kwargs = {**params, **deployment.params}
+        kwargs.setdefault("timeout", timeout or self.timeout_s)
+        kwargs["num_retries"] = 0
+        kwargs["max_retries"] = 0
+        # litellm routes any call with `tools` through its MCP handler, which needs the optional
+        # `mcp` package; plain function tools do not need it.
+        kwargs["_skip_mcp_handler"] = True
+        return kwargs
+
+    async def complete(
+        self,
+        model_name: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Completion:
+        async def call(deployment: Deployment) -> Completion:
+            raw = await litellm.acompletion(
+                model=deployment.litellm_model,
+                messages=messages,
+                **self._call_kwargs(deployment, params or {}, timeout),
+            )
+            response = normalize_completion(raw, model_name)
+            usage = usage_of(response.get("usage"))
+            prompt_cost, completion_cost = self.cost(deployment, usage)
+            return Completion(response, usage, deployment, prompt_cost, completion_cost)
+
+        return await self._with_retries(model_name, call, retry)
+
+    async def stream(
+        self,
+        model_name: str,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> StreamHandle:
+        """Open a stream; retries and fallbacks apply until its first chunk has arrived."""
+
+        async def call(deployment: Deployment) -> StreamHandle:
+            kwargs = self._call_kwargs(deployment, params or {}, timeout)
+            kwargs["stream_options"] = {"include_usage": True}
+            response = await litellm.acompletion(
+                model=deployment.litellm_model, messages=messages, stream=True, **kwargs
+            )
+            iterator = response.__aiter__()
+            try:
+                first = await iterator.__anext__()
+            except StopAsyncIteration:
+                first = None
+            return StreamHandle(first, iterator, deployment)
+
+        return await self._with_retries(model_name, call, None)
+
+    async def _with_retries(
+        self,
+        model_name: str,
+        call: Callable[[Deployment], Awaitable[T]],
+        retry: RetryPolicy | None,
+    ) -> T:
+        policy = retry or self.retry
+        deployments = self.router.resolve(model_name)
+        error: ContextGateError | None = None
+        for deployment in deployments:
+            for attempt in range(policy.max_retries + 1):
+                started = time.perf_counter()
+                try:
+                    return await call(deployment)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    error = map_upstream_error(exc, model_name)
+                    logger.warning(
+                        "upstream call failed",
+                        extra={
+                            "model": model_name,
+                            "deployment": deployment.litellm_model,
+                            "attempt": attempt + 1,
+                            "status": error.status_code,
+                            "code": error.code,
+                            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+                        },
+                    )
+                    if not is_retryable(error):
+                        break
+                    delay = policy.delay(attempt, retry_after_seconds(exc))
+                    if attempt >= policy.max_retries or delay > policy.max_backoff_s:
+                        break
+                    await asyncio.sleep(delay)
+            if error is not None and error.status_code in (400, 413, 422):
+                break  # the request itself is wrong: another deployment will say the same
+        assert error is not None
+        raise error

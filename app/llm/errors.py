@@ -1,0 +1,113 @@
+"""Map provider errors (as litellm raises them) to contextgate's OpenAI-shaped errors."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import openai
+from litellm.exceptions import ContextWindowExceededError
+from litellm.exceptions import Timeout as LitellmTimeout
+
+from app.core.errors import (
+    BadRequest,
+    ContextGateError,
+    ContextLengthExceeded,
+    NotFound,
+    RateLimited,
+    UpstreamError,
+)
+
+__all__ = ["is_retryable", "map_upstream_error", "retry_after_seconds"]
+
+_PREFIX = re.compile(r"^(litellm\.\w+:\s*)+|^\w+Exception\s*-\s*")
+
+
+def _clean_message(exc: BaseException) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+    message = str(getattr(exc, "message", None) or exc)
+    for _ in range(3):
+        message = _PREFIX.sub("", message).strip()
+    return message or exc.__class__.__name__
+
+
+def _response_headers(exc: BaseException) -> Any:
+    response = getattr(exc, "response", None)
+    return getattr(response, "headers", None) or {}
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    headers = _response_headers(exc)
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
+    """One place that decides what a client sees when the upstream fails."""
+    if isinstance(exc, ContextGateError):
+        return exc
+    message = _clean_message(exc)
+    if isinstance(exc, LitellmTimeout | asyncio.TimeoutError | TimeoutError):
+        return UpstreamError(
+            f"The upstream for model '{model}' did not answer in time.",
+            status_code=504,
+            error_type="timeout",
+            code="upstream_timeout",
+        )
+    if isinstance(exc, ContextWindowExceededError):
+        return ContextLengthExceeded(message)
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, openai.APIConnectionError) and status in (None, 500):
+        return UpstreamError(
+            f"Could not reach the upstream for model '{model}': {message}",
+            status_code=502,
+            code="upstream_unreachable",
+        )
+    if status == 429:
+        retry_after = retry_after_seconds(exc)
+        headers = {"Retry-After": str(int(retry_after + 0.999))} if retry_after is not None else {}
+        return RateLimited(f"The upstream rate-limited the request: {message}", headers=headers)
+    if status in (401, 403):
+        return UpstreamError(
+            f"The upstream refused contextgate's credentials for model '{model}' "
+            f"(HTTP {status}): {message}",
+            status_code=502,
+            code="upstream_auth_failed",
+        )
+    if status == 404:
+        return NotFound(message, code="model_not_found", param="model")
+    if status in (400, 422):
+        return BadRequest(message, code=_upstream_code(exc))
+    return UpstreamError(
+        f"The upstream for model '{model}' failed"
+        + (f" (HTTP {status})" if status else "")
+        + f": {message}",
+        status_code=502,
+        code="upstream_error",
+    )
+
+
+def _upstream_code(exc: BaseException) -> str | None:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("code") is not None:
+            return str(inner["code"])
+    return None
+
+
+def is_retryable(error: ContextGateError) -> bool:
+    """429, 5xx and connection errors are worth another try; timeouts and 4xx are not."""
+    if error.status_code == 429:
+        return True
+    return error.status_code == 502 and error.code in ("upstream_unreachable", "upstream_error")

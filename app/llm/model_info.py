@@ -1,0 +1,74 @@
+"""Context windows and prices from litellm's (bundled) model map, looked up once per model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import litellm
+
+from app.llm.routing import Deployment
+
+__all__ = ["ModelInfo", "model_info_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    max_input_tokens: int | None
+    max_output_tokens: int | None
+    input_cost_per_token: float
+    output_cost_per_token: float
+    supports_response_schema: bool
+    known: bool
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> tuple[float, float]:
+        return (
+            prompt_tokens * self.input_cost_per_token,
+            completion_tokens * self.output_cost_per_token,
+        )
+
+
+_UNKNOWN = ModelInfo(None, None, 0.0, 0.0, False, False)
+
+
+@lru_cache(maxsize=1024)
+def _litellm_info(model: str) -> ModelInfo:
+    candidates = [model]
+    if "/" in model:
+        candidates.append(model.split("/", 1)[1])
+    for candidate in candidates:
+        entry: dict[str, Any] | None = litellm.model_cost.get(candidate)
+        if entry is None:
+            continue
+        return ModelInfo(
+            max_input_tokens=entry.get("max_input_tokens") or entry.get("max_tokens"),
+            max_output_tokens=entry.get("max_output_tokens"),
+            input_cost_per_token=float(entry.get("input_cost_per_token") or 0.0),
+            output_cost_per_token=float(entry.get("output_cost_per_token") or 0.0),
+            supports_response_schema=bool(entry.get("supports_response_schema")),
+            known=True,
+        )
+    return _UNKNOWN
+
+
+def model_info_for(deployment: Deployment) -> ModelInfo:
+    """litellm's figures for the deployment, overridden by its config's ``model_info``."""
+    base = _litellm_info(deployment.cost_key)
+    overrides = deployment.model_info
+    if not overrides:
+        return base
+    return ModelInfo(
+        max_input_tokens=overrides.get("max_input_tokens", base.max_input_tokens),
+        max_output_tokens=overrides.get("max_output_tokens", base.max_output_tokens),
+        input_cost_per_token=float(
+            overrides.get("input_cost_per_token", base.input_cost_per_token)
+        ),
+        output_cost_per_token=float(
+            overrides.get("output_cost_per_token", base.output_cost_per_token)
+        ),
+        supports_response_schema=bool(
+            overrides.get("supports_response_schema", base.supports_response_schema)
+        ),
+        known=base.known or bool(overrides),
+    )

@@ -1,0 +1,132 @@
+"""Which litellm model (and api_base, api_key, …) serves a model name.
+
+Three modes, as the contract says: a LiteLLM-style ``model_list`` YAML; one OpenAI-compatible
+upstream for every name not in that list (sent as ``openai/<name>``); or plain pass-through of
+the name to litellm, which then reads provider keys from the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["ConfigError", "Deployment", "ModelRouter", "load_model_list"]
+
+
+class ConfigError(Exception):
+    """The model_list file cannot be used; the message says why in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """One way to reach a model: the litellm model string and the call parameters."""
+
+    model_name: str
+    litellm_model: str
+    params: dict[str, Any] = field(default_factory=dict)
+    model_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cost_key(self) -> str:
+        """The name to look up in litellm's cost map."""
+        return str(self.model_info.get("base_model") or self.litellm_model)
+
+
+def _resolve_secret(value: Any) -> Any:
+    if isinstance(value, str) and value.startswith("os.environ/"):
+        name = value.removeprefix("os.environ/")
+        resolved = os.environ.get(name)
+        if resolved is None:
+            raise ConfigError(f"environment variable {name} (referenced as {value}) is not set")
+        return resolved
+    return value
+
+
+def load_model_list(path: Path) -> tuple[list[Deployment], dict[str, list[str]]]:
+    """Read deployments and fallbacks (``router_settings.fallbacks`` or top-level)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("model_list", []), list):
+        raise ConfigError(f"{path}: expected a mapping with a 'model_list' list")
+    deployments: list[Deployment] = []
+    for index, entry in enumerate(raw.get("model_list") or []):
+        if not isinstance(entry, dict) or "model_name" not in entry:
+            raise ConfigError(f"{path}: model_list[{index}] needs 'model_name'")
+        params = dict(entry.get("litellm_params") or {})
+        if "model" not in params:
+            raise ConfigError(f"{path}: model_list[{index}].litellm_params needs 'model'")
+        litellm_model = str(params.pop("model"))
+        params = {key: _resolve_secret(value) for key, value in params.items()}
+        deployments.append(
+            Deployment(
+                model_name=str(entry["model_name"]),
+                litellm_model=litellm_model,
+                params=params,
+                model_info=dict(entry.get("model_info") or {}),
+            )
+        )
+    fallbacks: dict[str, list[str]] = {}
+    router_settings = raw.get("router_settings") or {}
+    for item in router_settings.get("fallbacks") or raw.get("fallbacks") or []:
+        if isinstance(item, dict):
+            for name, targets in item.items():
+                fallbacks[str(name)] = [str(target) for target in targets]
+    return deployments, fallbacks
+
+
+class ModelRouter:
+    def __init__(
+        self,
+        deployments: list[Deployment] | None = None,
+        *,
+        fallbacks: dict[str, list[str]] | None = None,
+        upstream_base_url: str | None = None,
+        upstream_api_key: str | None = None,
+    ) -> None:
+        self._by_name: dict[str, list[Deployment]] = {}
+        for deployment in deployments or []:
+            self._by_name.setdefault(deployment.model_name, []).append(deployment)
+        self._fallbacks = fallbacks or {}
+        self._upstream_base_url = upstream_base_url
+        self._upstream_api_key = upstream_api_key
+        self._cursor: dict[str, int] = {}
+
+    @property
+    def upstream_base_url(self) -> str | None:
+        return self._upstream_base_url
+
+    @property
+    def upstream_api_key(self) -> str | None:
+        return self._upstream_api_key
+
+    def configured_names(self) -> list[str]:
+        return list(self._by_name)
+
+    def _direct(self, model_name: str) -> list[Deployment]:
+        configured = self._by_name.get(model_name)
+        if configured:
+            # Several deployments of one name share the load, round-robin.
+            start = self._cursor.get(model_name, 0) % len(configured)
+            self._cursor[model_name] = start + 1
+            return configured[start:] + configured[:start]
+        if self._upstream_base_url:
+            params: dict[str, Any] = {
+                "api_base": self._upstream_base_url,
+                # OpenAI-compatible servers without auth still need some key from the SDK.
+                "api_key": self._upstream_api_key or "sk-contextgate-no-key",
+            }
+            return [Deployment(model_name, f"openai/{model_name}", params)]
+        return [Deployment(model_name, model_name)]
+
+    def resolve(self, model_name: str) -> list[Deployment]:
+        """Deployments to try in order: this name's, then its configured fallbacks'."""
+        chain = self._direct(model_name)
+        for fallback in self._fallbacks.get(model_name, []):
+            chain.extend(self._direct(fallback))
+        return chain

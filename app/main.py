@@ -1,0 +1,80 @@
+"""create_app(settings): the wiring. Long-lived parts are built in the lifespan as AppState."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.chat.router import router as chat_router
+from app.context.tokens import TokenCounter
+from app.conversations.router import router as conversations_router
+from app.core.database import create_database
+from app.core.errors import install_error_handlers
+from app.core.middleware import RequestContextMiddleware
+from app.core.settings import Settings, load_settings
+from app.core.state import AppState
+from app.llm.client import LLMClient, RetryPolicy
+from app.llm.routing import ModelRouter, load_model_list
+from app.system.router import router as system_router
+
+__all__ = ["build_state", "create_app"]
+
+
+def build_router(settings: Settings) -> ModelRouter:
+    deployments, fallbacks = load_model_list(settings.config) if settings.config else ([], {})
+    return ModelRouter(
+        deployments,
+        fallbacks=fallbacks,
+        upstream_base_url=settings.upstream_base_url,
+        upstream_api_key=(
+            settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
+        ),
+    )
+
+
+def build_state(settings: Settings) -> AppState:
+    database = create_database(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+    )
+    llm = LLMClient(
+        build_router(settings),
+        timeout_s=settings.request_timeout_s,
+        retry=RetryPolicy(
+            max_retries=settings.max_retries,
+            backoff_s=settings.retry_backoff_s,
+            max_backoff_s=settings.retry_max_backoff_s,
+        ),
+    )
+    return AppState(settings=settings, database=database, llm=llm, tokens=TokenCounter())
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or load_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = build_state(settings)
+        app.state.contextgate = state
+        try:
+            yield
+        finally:
+            for task in list(state.background):
+                task.cancel()
+            await state.database.dispose()
+
+    app = FastAPI(
+        title="contextgate",
+        version="0.1.0",
+        summary="OpenAI-compatible proxy with conversation memory and context management.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(RequestContextMiddleware)
+    app.include_router(chat_router)
+    app.include_router(conversations_router)
+    app.include_router(system_router)
+    return app

@@ -1,0 +1,111 @@
+"""OpenAI's Chat Completions request as pydantic models, plus contextgate's extensions.
+
+Fields contextgate does not use are kept as extras and forwarded to the upstream unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "AttachmentRef",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "ContextOptions",
+    "EXTENSION_FIELDS",
+    "Role",
+]
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+
+
+class ChatMessage(BaseModel):
+    """One message as OpenAI accepts it; unknown keys (audio, refusal, …) are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Role
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+
+    @model_validator(mode="after")
+    def _shape_per_role(self) -> ChatMessage:
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a message with role 'tool' needs 'tool_call_id'")
+        if self.role in ("user", "system", "developer") and self.content is None:
+            raise ValueError(f"a message with role '{self.role}' needs 'content'")
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("only assistant messages may carry 'tool_calls'")
+        return self
+
+
+class AttachmentRef(BaseModel):
+    """A document for this request: a stored attachment by id, or inline content."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    attachment_id: str | None = None
+    content: str | None = None
+    title: str | None = None
+    source: str | None = None
+    attachment_type: Literal["document", "tool_result"] = "document"
+
+    @model_validator(mode="after")
+    def _id_or_content(self) -> AttachmentRef:
+        if self.attachment_id is None and self.content is None:
+            raise ValueError("an attachment needs 'attachment_id' or 'content'")
+        return self
+
+
+class ContextOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    planning: Literal["auto", "always", "never"] = "auto"
+    memory: bool = True
+    memory_injection: Literal["system_append", "context_message", "user_prefix"] = "user_prefix"
+    planner_model: str | None = None
+    summarizer_model: str | None = None
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    user: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    tools: list[dict[str, Any]] | None = None
+
+    # contextgate's extensions
+    conversation_id: str | None = None
+    attachments: list[AttachmentRef] = Field(default_factory=list)
+    context: ContextOptions = Field(default_factory=ContextOptions)
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.get("include_usage"))
+
+    @property
+    def output_tokens_requested(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    def forwarded_params(self) -> dict[str, Any]:
+        """Everything the upstream should see besides model and messages, unchanged."""
+        params = self.model_dump(
+            exclude={"model", "messages", "stream", "stream_options", *EXTENSION_FIELDS},
+            exclude_none=True,
+        )
+        return params
+
+
+EXTENSION_FIELDS = frozenset({"conversation_id", "attachments", "context"})
