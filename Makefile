@@ -9,6 +9,7 @@ STAMP     := $(VENV)/.installed
 HOST      ?= 127.0.0.1
 PORT      ?= 8000
 PYTEST_ARGS ?=
+LINT_PATHS := $(wildcard app tests bench migrations)
 
 .PHONY: help install run test lint typecheck unit system-deps bench clean
 
@@ -45,8 +46,8 @@ system-deps:
 	fi
 
 lint: install
-	$(VENV)/bin/ruff check app tests bench migrations
-	$(VENV)/bin/ruff format --check app tests bench migrations
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 
 typecheck: install
 	$(VENV)/bin/mypy
