@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import litellm
 
+from app.core import metrics
 from app.core.errors import ContextGateError
 from app.llm.errors import is_retryable, map_upstream_error, retry_after_seconds
 from app.llm.model_info import ModelInfo, model_info_for
@@ -96,7 +97,7 @@ class LLMClient:
 
     # ---- model facts -----------------------------------------------------------------
     def model_info(self, model_name: str) -> ModelInfo:
-        return model_info_for(self.router.resolve(model_name)[0])
+        return model_info_for(self.router.primary(model_name))
 
     def cost(self, deployment: Deployment, usage: Usage | None) -> tuple[float, float]:
         if usage is None:
@@ -176,10 +177,13 @@ class LLMClient:
             for attempt in range(policy.max_retries + 1):
                 started = time.perf_counter()
                 try:
-                    return await call(deployment)
+                    result = await call(deployment)
+                    metrics.record_upstream(model_name, "ok", time.perf_counter() - started)
+                    return result
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
+                    metrics.record_upstream(model_name, "error", time.perf_counter() - started)
                     error = map_upstream_error(exc, model_name)
                     logger.warning(
                         "upstream call failed",

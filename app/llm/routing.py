@@ -124,6 +124,11 @@ class ModelRouter:
             return [Deployment(model_name, f"openai/{model_name}", params)]
         return [Deployment(model_name, model_name)]
 
+    def primary(self, model_name: str) -> Deployment:
+        """The first deployment of a name, without advancing the round-robin."""
+        configured = self._by_name.get(model_name)
+        return configured[0] if configured else self._direct(model_name)[0]
+
     def resolve(self, model_name: str) -> list[Deployment]:
         """Deployments to try in order: this name's, then its configured fallbacks'."""
         chain = self._direct(model_name)
