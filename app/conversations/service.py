@@ -53,19 +53,23 @@ def new_messages_start(
     chain = chain_hashes(incoming_hashes)
     if matches_prefix(stored_head, stored_count, chain):
         return stored_count
-    # A retry that repeats the last stored messages: skip the longest such overlap.
-    for overlap in range(min(len(incoming_hashes), len(stored_tail_hashes)), 0, -1):
-        if incoming_hashes[:overlap] == stored_tail_hashes[-overlap:]:
-            return overlap
-    # New messages only, perhaps behind a repeat of the stored system prompt.
-    start = 0
+    # A repeat of the stored system prompt is never stored again.
+    system = 0
     while (
-        start < len(incoming_hashes)
-        and start < len(stored_system_hashes)
-        and incoming_hashes[start] == stored_system_hashes[start]
+        system < len(incoming_hashes)
+        and system < len(stored_system_hashes)
+        and incoming_hashes[system] == stored_system_hashes[system]
     ):
-        start += 1
-    return start
+        system += 1
+    # A retry, or a client that sends a window of the latest messages (behind the system
+    # prompt or not), repeats the last stored messages: skip the longest such overlap.
+    for skip in dict.fromkeys((system, 0)):
+        rest = incoming_hashes[skip:]
+        for overlap in range(min(len(rest), len(stored_tail_hashes)), 0, -1):
+            if rest[:overlap] == stored_tail_hashes[-overlap:]:
+                return skip + overlap
+    # New messages only, perhaps behind a repeat of the stored system prompt.
+    return system
 
 
 def to_conversation_message(row: Message) -> ConversationMessage:
@@ -171,7 +175,10 @@ class ConversationService:
                 title=_title(messages),
             )
             session.add(conversation)
-        rows = [self._next_row(conversation, message, request_id) for message in messages]
+        call_turns = await self._call_turns(session, conversation, messages)
+        rows = [
+            self._next_row(conversation, message, request_id, call_turns) for message in messages
+        ]
         conversation.model = model
         if prompt_tokens is not None:
             conversation.last_prompt_tokens = prompt_tokens
@@ -179,8 +186,31 @@ class ConversationService:
         await session.flush()
         return conversation
 
+    async def _call_turns(
+        self,
+        session: AsyncSession,
+        conversation: Conversation,
+        messages: list[ConversationMessage],
+    ) -> dict[str, int]:
+        """Turns of the stored tool calls that the tool results among ``messages`` answer."""
+        batch_calls = {
+            str(call.get("id")) for m in messages if m.tool_calls for call in m.tool_calls
+        }
+        wanted = {
+            m.tool_call_id
+            for m in messages
+            if m.role == "tool" and m.tool_call_id and m.tool_call_id not in batch_calls
+        }
+        if not wanted or not conversation.message_count:
+            return {}
+        return await repository.tool_call_turns(session, conversation.id, wanted)
+
     def _next_row(
-        self, conversation: Conversation, message: ConversationMessage, request_id: str | None
+        self,
+        conversation: Conversation,
+        message: ConversationMessage,
+        request_id: str | None,
+        call_turns: dict[str, int],
     ) -> Message:
         sequence = conversation.message_count
         start = conversation.total_tokens
@@ -197,12 +227,19 @@ class ConversationService:
         conversation.total_tokens = start + message.token_count
         message.sequence_number = sequence
         message.start_tokens = start
-        message.turn_number = conversation.turn_count
+        # A tool result belongs to the turn of its call, even when it arrives late.
+        turn = conversation.turn_count
+        if message.role == "tool" and message.tool_call_id:
+            turn = call_turns.setdefault(message.tool_call_id, turn)
+        if message.role == "assistant" and message.tool_calls:
+            for call in message.tool_calls:
+                call_turns[str(call.get("id"))] = turn
+        message.turn_number = turn
         return Message(
             conversation_id=conversation.id,
             tenant_id=conversation.tenant_id,
             sequence_number=sequence,
-            turn_number=conversation.turn_count,
+            turn_number=turn,
             role=message.role,
             content=message.content,
             name=message.name,
