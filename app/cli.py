@@ -78,6 +78,8 @@ def serve(
     except Exception as exc:  # one line, not a traceback: the database is unusable
         typer.echo(f"contextgate: cannot migrate the database: {exc}", err=True)
         raise typer.Exit(2) from None
+    if workers > 1:
+        _prepare_multiprocess_metrics()
     uvicorn.run(
         "app.main:create_app",
         factory=True,
@@ -90,6 +92,29 @@ def serve(
         loop="uvloop" if sys.platform != "win32" else "asyncio",
         http="httptools",
     )
+
+
+def _prepare_multiprocess_metrics() -> None:
+    """Workers write their samples to PROMETHEUS_MULTIPROC_DIR; /metrics sums them.
+
+    Set it to keep the files somewhere chosen (it is emptied at start); unset, a fresh
+    temporary directory is used. It must be set before any worker imports prometheus_client.
+    """
+    import os
+    import shutil
+    import tempfile
+
+    from app.core.metrics import MULTIPROC_ENV
+
+    chosen = os.environ.get(MULTIPROC_ENV)
+    if chosen:
+        path = Path(chosen)
+        if path.is_dir():
+            for child in path.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        path.mkdir(parents=True, exist_ok=True)
+    else:
+        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="contextgate-metrics-")
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.chat.models import ChatContext
+from app.chat.observe import observe_chat
 from app.context.assembler import AssembledContext, AssemblyInput, assemble
 from app.context.budget import BudgetPolicy, input_budget
 from app.context.metadata import ContextUtilization, CostInfo
@@ -194,6 +195,7 @@ async def record(
                 context_utilization=prepared.utilization.model_dump(mode="json"),
             )
         )
+    observe_chat(prepared, usage, cost, status)
 
 
 def new_request_id() -> str:

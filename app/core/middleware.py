@@ -6,6 +6,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.core import metrics
 from app.core.logging import request_id_var
 from app.db.models import new_id
 
@@ -25,9 +26,12 @@ class RequestContextMiddleware:
         state["request_id"] = request_id
         state["started"] = time.perf_counter()
         token = request_id_var.set(request_id)
+        status = 500  # what the client sees when the app raises before answering
 
         async def send_with_id(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = int(message["status"])
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
                 message["headers"] = headers
@@ -37,3 +41,19 @@ class RequestContextMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             request_id_var.reset(token)
+            # After the last byte (a whole SSE stream included); the router has set the route.
+            metrics.record_http(
+                scope["method"],
+                _route_template(scope),
+                status,
+                time.perf_counter() - state["started"],
+            )
+
+
+def _route_template(scope: Scope) -> str:
+    """``/v1/conversations/{conversation_id}``, not the raw path: bounded label values."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if isinstance(path, str):
+        return path
+    return "unmatched"

@@ -9,6 +9,7 @@ import httpx
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
+from app.core import metrics
 from app.core.jsonresponse import json_response
 from app.core.state import AppState, get_state
 from app.keys.auth import CallerDep
@@ -32,6 +33,12 @@ async def ready(state: StateDep) -> Response:
             status_code=503,
         )
     return json_response({"status": "ok", "database": "ok"})
+
+
+@router.get("/metrics", include_in_schema=False)
+async def prometheus_metrics() -> Response:
+    """Prometheus text format; open like /health (counts and latencies, no content or keys)."""
+    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE_LATEST)
 
 
 async def _upstream_models(state: AppState) -> list[str]:

@@ -1,0 +1,38 @@
+"""Feed one recorded chat request to the Prometheus metrics (a single call from record())."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.context.metadata import CostInfo
+from app.core import metrics
+from app.llm.responses import Usage
+
+if TYPE_CHECKING:
+    from app.chat.pipeline import Prepared
+
+__all__ = ["observe_chat"]
+
+
+def full_context_tokens(prepared: Prepared) -> int:
+    """Tokens of the whole stored conversation plus the new messages: what a naive proxy sends."""
+    resolved = prepared.resolved
+    stored = resolved.conversation.total_tokens if resolved and resolved.conversation else 0
+    return stored + sum(message.token_count for message in prepared.new_messages)
+
+
+def observe_chat(prepared: Prepared, usage: Usage | None, cost: CostInfo, status: str) -> None:
+    if prepared.resolved is None:  # pass-through: nothing was managed
+        full = prepared.utilization.tokens_used
+    else:
+        full = full_context_tokens(prepared)
+    metrics.record_chat(
+        prepared.utilization,
+        status=status,
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0,
+        prompt_cost=cost.prompt_cost,
+        completion_cost=cost.completion_cost,
+        planning_cost=cost.planning_cost,
+        full_context_tokens=full,
+    )

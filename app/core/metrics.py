@@ -1,0 +1,179 @@
+"""Prometheus metrics: the metric objects and small ``record_*`` functions others call.
+
+One process: the default registry. Several workers (``contextgate serve --workers N``): the CLI
+points ``PROMETHEUS_MULTIPROC_DIR`` at an empty directory before the workers start, every worker
+writes its samples there, and ``/metrics`` aggregates them (prometheus_client's multiprocess mode).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client import multiprocess as _multiprocess
+
+# No *_created series: half the text, nothing a dashboard needs.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "MULTIPROC_ENV",
+    "record_chat",
+    "record_http",
+    "record_upstream",
+    "render",
+]
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+HTTP_REQUESTS = Counter(
+    "contextgate_http_requests",
+    "HTTP requests served, by method, route template and status.",
+    ["method", "route", "status"],
+)
+HTTP_LATENCY = Histogram(
+    "contextgate_http_request_duration_seconds",
+    "Time from request to the last byte of the response (whole stream for SSE).",
+    ["method", "route", "status"],
+    buckets=_LATENCY_BUCKETS,
+)
+UPSTREAM_LATENCY = Histogram(
+    "contextgate_upstream_latency_seconds",
+    "One upstream call (one attempt): whole answer, or time to the first chunk for streams.",
+    ["model", "outcome"],
+    buckets=_LATENCY_BUCKETS,
+)
+TOKENS = Counter(
+    "contextgate_tokens",
+    "Tokens reported by the upstream for chat requests, by direction (prompt, completion).",
+    ["model", "direction"],
+)
+TOKENS_SAVED = Counter(
+    "contextgate_context_tokens_saved",
+    "Tokens context management kept out of requests: stored history left out, compaction, "
+    "and artifacts summarized, extracted or excluded (chars / 4).",
+    ["model"],
+)
+CHAT_REQUESTS = Counter(
+    "contextgate_chat_requests",
+    "Chat completions recorded, by model, context strategy and outcome status.",
+    ["model", "strategy", "status"],
+)
+PLANNER_CALLS = Counter(
+    "contextgate_planner_calls",
+    "Requests whose artifacts were planned by the LLM planner.",
+    ["model"],
+)
+PLANNER_FALLBACKS = Counter(
+    "contextgate_planner_fallbacks",
+    "Requests whose planner failed and fell back to the deterministic path.",
+    ["model"],
+)
+DEGRADED = Counter(
+    "contextgate_context_degraded",
+    "Requests where a context step fell back (planner, cache, memory: context_utilization.notes).",
+    ["model"],
+)
+SUMMARY_CACHE = Counter(
+    "contextgate_summary_cache",
+    "Summary cache lookups, by result (hit, miss).",
+    ["result"],
+)
+for _result in ("hit", "miss"):
+    SUMMARY_CACHE.labels(_result).inc(0)
+COMPACTIONS = Counter(
+    "contextgate_compactions",
+    "Conversation compactions performed.",
+    ["model"],
+)
+ARTIFACTS = Counter(
+    "contextgate_artifacts",
+    "Artifacts processed, by strategy (include_full, summarize, rag_extract, exclude).",
+    ["strategy"],
+)
+COST = Counter(
+    "contextgate_cost_usd",
+    "Cost in USD, by model and kind (prompt, completion, planning).",
+    ["model", "kind"],
+)
+
+
+def record_http(method: str, route: str, status: int, seconds: float) -> None:
+    labels = (method, route, str(status))
+    HTTP_REQUESTS.labels(*labels).inc()
+    HTTP_LATENCY.labels(*labels).observe(seconds)
+
+
+def record_upstream(model: str, outcome: str, seconds: float) -> None:
+    UPSTREAM_LATENCY.labels(model, outcome).observe(seconds)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def record_chat(
+    utilization: Any,
+    *,
+    status: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    prompt_cost: float,
+    completion_cost: float,
+    planning_cost: float,
+    full_context_tokens: int,
+) -> None:
+    """Everything one recorded chat request tells: tokens, savings, planning, cache, cost.
+
+    ``utilization`` is a ``ContextUtilization``; ``full_context_tokens`` what the whole stored
+    conversation plus the new messages would have needed without context management.
+    """
+    model = str(utilization.model_name)
+    CHAT_REQUESTS.labels(model, str(utilization.strategy), status).inc()
+    TOKENS.labels(model, "prompt").inc(max(prompt_tokens, 0))
+    TOKENS.labels(model, "completion").inc(max(completion_tokens, 0))
+    parts = utilization.breakdown
+    saved = max(full_context_tokens - (parts.system + parts.history + parts.current), 0)
+    chars_saved = 0
+    for artifact in utilization.artifacts_processed:
+        ARTIFACTS.labels(str(artifact.strategy)).inc()
+        chars_saved += max(artifact.original_size_chars - artifact.processed_size_chars, 0)
+    compaction = utilization.compaction or {}
+    compacted = max(_int(compaction.get("tokens_before")) - _int(compaction.get("tokens_after")), 0)
+    TOKENS_SAVED.labels(model).inc(saved + chars_saved // 4 + compacted)
+    if utilization.llm_planning_used:
+        PLANNER_CALLS.labels(model).inc()
+    notes = [str(note).lower() for note in utilization.notes]
+    if notes:
+        DEGRADED.labels(model).inc()
+    if any("plan" in note for note in notes):
+        PLANNER_FALLBACKS.labels(model).inc()
+    if utilization.cache_stats.hits:
+        SUMMARY_CACHE.labels("hit").inc(utilization.cache_stats.hits)
+    if utilization.cache_stats.misses:
+        SUMMARY_CACHE.labels("miss").inc(utilization.cache_stats.misses)
+    if utilization.compaction:
+        COMPACTIONS.labels(model).inc()
+    COST.labels(model, "prompt").inc(max(prompt_cost, 0.0))
+    COST.labels(model, "completion").inc(max(completion_cost, 0.0))
+    COST.labels(model, "planning").inc(max(planning_cost, 0.0))
+
+
+def render() -> bytes:
+    """The exposition text: this process's registry, or every worker's in multiprocess mode."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        _multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+    return generate_latest(REGISTRY)
