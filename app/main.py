@@ -12,9 +12,12 @@ from app.context.tokens import TokenCounter
 from app.conversations.router import router as conversations_router
 from app.core.database import create_database
 from app.core.errors import install_error_handlers
+from app.core.limits import BodySizeLimitMiddleware
 from app.core.middleware import RequestContextMiddleware
 from app.core.settings import Settings, load_settings
 from app.core.state import AppState
+from app.keys.router import router as keys_router
+from app.keys.wiring import install_keys
 from app.llm.client import LLMClient, RetryPolicy
 from app.llm.routing import ModelRouter, load_model_list
 from app.system.router import router as system_router
@@ -59,11 +62,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = build_state(settings)
         app.state.contextgate = state
+        close_keys = install_keys(app, state)
         try:
             yield
         finally:
             for task in list(state.background):
                 task.cancel()
+            await close_keys()
             await state.database.dispose()
 
     app = FastAPI(
@@ -73,8 +78,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(chat_router)
     app.include_router(conversations_router)
+    app.include_router(keys_router)
     app.include_router(system_router)
     return app

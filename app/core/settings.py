@@ -49,6 +49,17 @@ class Settings(BaseSettings):
     max_retries: int = Field(2, ge=0, le=10)
     retry_backoff_s: float = Field(0.5, ge=0)
     retry_max_backoff_s: float = Field(8.0, ge=0)
+    # Streams: how long the first token may take (retries and fallbacks apply until then).
+    first_token_timeout_s: float = Field(120.0, gt=0)
+
+    # --- input limits (413 / 400 before anything is stored) ------------------------------
+    max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    max_messages: int = Field(4096, ge=1)
+    max_attachments: int = Field(64, ge=0)
+    max_attachment_chars: int = Field(4_000_000, ge=1)
+    max_tools: int = Field(256, ge=0)
+    # Budgeted keys: how long a request may wait for in-flight requests to release budget.
+    budget_wait_s: float = Field(30.0, ge=0)
 
     # --- context budget ------------------------------------------------------------------
     default_context_window: int = Field(8192, ge=256)

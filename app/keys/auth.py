@@ -26,6 +26,9 @@ class Caller:
     tenant_id: str
     key_id: str | None = None
     is_admin: bool = False
+    # A virtual key's limits (None: unlimited); enforced by app.keys.limits.
+    rpm_limit: int | None = None
+    max_budget: float | None = None
 
 
 def _bearer(request: Request) -> str | None:

@@ -1,8 +1,19 @@
 """Every ORM table, imported here so Alembic's autogenerate sees them all."""
 
+from app.db.models.api_key import ApiKey
 from app.db.models.base import Base, new_id, utcnow
 from app.db.models.conversation import Conversation
+from app.db.models.idempotency import IdempotencyRecord
 from app.db.models.message import Message
 from app.db.models.request_log import RequestLog
 
-__all__ = ["Base", "Conversation", "Message", "RequestLog", "new_id", "utcnow"]
+__all__ = [
+    "ApiKey",
+    "Base",
+    "Conversation",
+    "IdempotencyRecord",
+    "Message",
+    "RequestLog",
+    "new_id",
+    "utcnow",
+]

@@ -1,0 +1,115 @@
+"""Around one chat request: per-key limits (rpm, budget reservation) and Idempotency-Key.
+
+The budget reservation and the idempotency claim are held until the answer is complete:
+for a stream, until its last byte (or until the client goes away).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import Request
+from starlette.responses import Response, StreamingResponse
+
+from app.chat.idempotency import IdempotentRequest, claim, request_fingerprint
+from app.core.state import AppState
+from app.keys.auth import Caller
+from app.keys.limits import Reservation
+from app.keys.wiring import get_key_limits
+from app.protocol.chat import ChatCompletionRequest
+
+__all__ = ["guarded"]
+
+logger = logging.getLogger(__name__)
+
+
+async def guarded(
+    request: Request,
+    state: AppState,
+    caller: Caller,
+    body: ChatCompletionRequest,
+    idempotency_key: str | None,
+    answer: Callable[[], Awaitable[Response]],
+) -> Response:
+    limits = get_key_limits(request)
+    reservation = await limits.admit(caller) if limits is not None else Reservation()
+    claimed: IdempotentRequest | None = None
+    try:
+        if idempotency_key is not None:
+            outcome = await claim(
+                state.database,
+                caller.tenant_id,
+                idempotency_key,
+                request_fingerprint(body.model_dump(mode="json")),
+                stale_after_s=state.settings.request_timeout_s + 60,
+            )
+            if isinstance(outcome, Response):
+                await reservation.release()
+                return outcome
+            claimed = outcome
+        response = await answer()
+    except BaseException:
+        await _finish_quietly(reservation, claimed, None)
+        raise
+    if isinstance(response, StreamingResponse):
+        inner = response.body_iterator
+        response.body_iterator = _tracked(state, inner, response, reservation, claimed)
+        return response
+    await _finish_quietly(reservation, claimed, response)
+    return response
+
+
+async def _tracked(
+    state: AppState,
+    inner: AsyncIterable[Any],
+    response: StreamingResponse,
+    reservation: Reservation,
+    claimed: IdempotentRequest | None,
+) -> AsyncIterator[Any]:
+    sent: list[bytes] = []
+    complete = False
+    try:
+        async for chunk in inner:
+            if claimed is not None:
+                sent.append(chunk.encode() if isinstance(chunk, str) else bytes(chunk))
+            yield chunk
+            complete = chunk == b"data: [DONE]\n\n"
+    finally:
+        if complete:
+            stored = _Stored(response.status_code, "text/event-stream", response, b"".join(sent))
+            await _finish_quietly(reservation, claimed, stored)
+        else:
+            # Cut short (client gone or upstream failed): we may be cancelled, so let a
+            # background task release the reservation and the idempotency claim.
+            task = asyncio.create_task(_finish_quietly(reservation, claimed, None))
+            state.background.add(task)
+            task.add_done_callback(state.background.discard)
+
+
+class _Stored:
+    def __init__(self, status: int, media: str, response: Response, body: bytes) -> None:
+        self.status_code, self.media_type, self.body = status, media, body
+        self.headers = response.headers
+
+
+async def _finish_quietly(
+    reservation: Reservation, claimed: IdempotentRequest | None, response: Any
+) -> None:
+    try:
+        if claimed is not None:
+            if response is not None and 200 <= response.status_code < 300:
+                await claimed.finish(
+                    response.status_code,
+                    response.media_type or "application/json",
+                    dict(response.headers),
+                    bytes(response.body),
+                )
+            else:
+                await claimed.abandon()
+    except Exception:
+        logger.exception("could not store the idempotent answer")
+    finally:
+        await reservation.release()

@@ -1,0 +1,142 @@
+"""``Idempotency-Key`` for POST /v1/chat/completions, scoped per tenant.
+
+The first request with a key claims it (a ``pending`` row); when it succeeds its answer (JSON,
+or the whole SSE stream) is stored and a replay returns it without calling upstream. A
+duplicate that arrives while the first is still running gets 409; the same key with another
+body gets 400. A failed request releases its key so that the client can retry. A claim older
+than the request timeout (its process died) can be taken over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from starlette.responses import Response
+
+from app.core.database import Database
+from app.core.errors import BadRequest, Conflict
+from app.db.models import IdempotencyRecord
+
+__all__ = ["IdempotentRequest", "claim", "request_fingerprint"]
+
+MAX_KEY_LENGTH = 255
+_REPLAYED_HEADERS = ("x-conversation-id", "cache-control")
+
+
+def request_fingerprint(payload: dict[str, Any]) -> str:
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class IdempotentRequest:
+    """A claimed key: finish() stores the answer, abandon() frees the key."""
+
+    def __init__(self, database: Database, tenant_id: str, key: str) -> None:
+        self._database, self.tenant_id, self.key = database, tenant_id, key
+        self._open = True
+
+    def _where(self) -> Any:
+        return (
+            IdempotencyRecord.tenant_id == self.tenant_id,
+            IdempotencyRecord.idempotency_key == self.key,
+        )
+
+    async def finish(
+        self, status_code: int, media_type: str, headers: dict[str, str], body: bytes
+    ) -> None:
+        if not self._open:
+            return
+        self._open = False
+        async with self._database.writing() as session:
+            row = (
+                await session.execute(select(IdempotencyRecord).where(*self._where()))
+            ).scalar_one()
+            row.status = "done"
+            row.status_code = status_code
+            row.media_type = media_type
+            row.headers = {k: v for k, v in headers.items() if k.lower() in _REPLAYED_HEADERS}
+            row.body = body
+
+    async def abandon(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        async with self._database.writing() as session:
+            await session.execute(
+                delete(IdempotencyRecord).where(
+                    *self._where(), IdempotencyRecord.status == "pending"
+                )
+            )
+
+
+async def claim(
+    database: Database,
+    tenant_id: str,
+    key: str,
+    fingerprint: str,
+    *,
+    stale_after_s: float,
+) -> IdempotentRequest | Response:
+    """Claim ``key`` for this request, or the stored answer of an earlier one (a replay)."""
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise BadRequest(
+            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} characters.",
+            param="Idempotency-Key",
+            code="invalid_idempotency_key",
+        )
+    now = datetime.now(UTC)
+    try:
+        async with database.writing() as session:
+            statement = select(IdempotencyRecord).where(
+                IdempotencyRecord.tenant_id == tenant_id,
+                IdempotencyRecord.idempotency_key == key,
+            )
+            row = (await session.execute(statement.with_for_update())).scalar_one_or_none()
+            if row is not None:
+                if row.request_hash != fingerprint:
+                    raise BadRequest(
+                        "This Idempotency-Key was used with a different request body.",
+                        param="Idempotency-Key",
+                        code="idempotency_key_reused",
+                    )
+                if row.status == "done":
+                    headers = dict(row.headers or {})
+                    headers["Idempotent-Replayed"] = "true"
+                    return Response(
+                        row.body or b"",
+                        status_code=row.status_code or 200,
+                        media_type=row.media_type,
+                        headers=headers,
+                    )
+                if _aware(row.created_at) > now - timedelta(seconds=stale_after_s):
+                    raise Conflict(
+                        "A request with this Idempotency-Key is still in progress.",
+                        param="Idempotency-Key",
+                        code="idempotency_key_in_use",
+                    )
+                row.created_at = now  # its process died: take the claim over
+            else:
+                session.add(
+                    IdempotencyRecord(
+                        tenant_id=tenant_id,
+                        idempotency_key=key,
+                        request_hash=fingerprint,
+                        status="pending",
+                        created_at=now,
+                    )
+                )
+    except IntegrityError:
+        raise Conflict(
+            "A request with this Idempotency-Key is still in progress.",
+            param="Idempotency-Key",
+            code="idempotency_key_in_use",
+        ) from None
+    return IdempotentRequest(database, tenant_id, key)

@@ -1,0 +1,107 @@
+"""Input limits: the body size (a pure-ASGI middleware, so streams are untouched) and the
+shape of a chat request (message, attachment, tool counts; attachment size)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core.errors import BadRequest, PayloadTooLarge, error_response
+
+if TYPE_CHECKING:
+    from app.core.settings import Settings
+    from app.protocol.chat import ChatCompletionRequest
+
+__all__ = ["BodySizeLimitMiddleware", "check_chat_limits"]
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"Request body is larger than the limit of {limit} bytes (CONTEXTGATE_MAX_BODY_BYTES).",
+        code="request_too_large",
+    )
+
+
+class BodySizeLimitMiddleware:
+    """413 when Content-Length, or the bytes actually received, exceed ``max_bytes``."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = 32 * 1024 * 1024) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > self.max_bytes:
+                    await error_response(_too_large(self.max_bytes))(scope, receive, send)
+                    return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await error_response(_too_large(self.max_bytes))(scope, receive, send)
+
+
+def check_chat_limits(settings: Settings, request: ChatCompletionRequest) -> None:
+    """Counts and sizes a chat request may have; a clear 400/413 before anything is stored."""
+    if len(request.messages) > settings.max_messages:
+        raise BadRequest(
+            f"Too many messages: {len(request.messages)} (the limit is {settings.max_messages}, "
+            "CONTEXTGATE_MAX_MESSAGES).",
+            param="messages",
+            code="too_many_messages",
+        )
+    if len(request.attachments) > settings.max_attachments:
+        raise BadRequest(
+            f"Too many attachments: {len(request.attachments)} (the limit is "
+            f"{settings.max_attachments}, CONTEXTGATE_MAX_ATTACHMENTS).",
+            param="attachments",
+            code="too_many_attachments",
+        )
+    for index, attachment in enumerate(request.attachments):
+        size = len(attachment.content or "")
+        if size > settings.max_attachment_chars:
+            raise PayloadTooLarge(
+                f"Attachment {index} has {size} characters (the limit is "
+                f"{settings.max_attachment_chars}, CONTEXTGATE_MAX_ATTACHMENT_CHARS).",
+                param=f"attachments.{index}.content",
+                code="attachment_too_large",
+            )
+    tools = request.tools or []
+    if len(tools) > settings.max_tools:
+        raise BadRequest(
+            f"Too many tools: {len(tools)} (the limit is {settings.max_tools}, "
+            "CONTEXTGATE_MAX_TOOLS).",
+            param="tools",
+            code="too_many_tools",
+        )

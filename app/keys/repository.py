@@ -1,0 +1,45 @@
+"""Every SQL query about virtual keys and what they spent."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import ApiKey, RequestLog
+
+__all__ = ["KeyRepository", "key_repository"]
+
+
+class KeyRepository:
+    async def by_hash(self, session: AsyncSession, key_hash: str) -> ApiKey | None:
+        statement = select(ApiKey).where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
+        return (await session.execute(statement)).scalar_one_or_none()
+
+    async def get(self, session: AsyncSession, key_id: str) -> ApiKey | None:
+        statement = select(ApiKey).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
+        return (await session.execute(statement)).scalar_one_or_none()
+
+    async def list_active(self, session: AsyncSession) -> list[ApiKey]:
+        statement = (
+            select(ApiKey).where(ApiKey.revoked_at.is_(None)).order_by(ApiKey.created_at, ApiKey.id)
+        )
+        return list((await session.execute(statement)).scalars())
+
+    async def add(self, session: AsyncSession, key: ApiKey) -> ApiKey:
+        session.add(key)
+        await session.flush()
+        return key
+
+    async def spend(
+        self, session: AsyncSession, tenant_id: str, key_id: str
+    ) -> tuple[float, float]:
+        """(total spent, the most one request cost) by this key, in USD, from the request log."""
+        statement = select(
+            func.coalesce(func.sum(RequestLog.total_cost), 0.0),
+            func.coalesce(func.max(RequestLog.total_cost), 0.0),
+        ).where(RequestLog.tenant_id == tenant_id, RequestLog.key_id == key_id)
+        total, largest = (await session.execute(statement)).one()
+        return float(total), float(largest)
+
+
+key_repository = KeyRepository()

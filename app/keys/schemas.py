@@ -1,0 +1,43 @@
+"""API shapes of /v1/keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["KeyCreate", "KeyCreated", "KeyDeleted", "KeyInfo", "KeyList"]
+
+
+class KeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    max_budget: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    rpm_limit: int | None = Field(default=None, ge=1, le=1_000_000)
+
+
+class KeyInfo(BaseModel):
+    id: str
+    object: Literal["api_key"] = "api_key"
+    name: str
+    key_prefix: str
+    max_budget: float | None
+    rpm_limit: int | None
+    created_at: datetime
+
+
+class KeyCreated(KeyInfo):
+    key: str = Field(description="The key itself. It is shown once and stored only hashed.")
+
+
+class KeyList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[KeyInfo]
+
+
+class KeyDeleted(BaseModel):
+    id: str
+    object: Literal["api_key.deleted"] = "api_key.deleted"
+    deleted: bool = True
