@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -42,13 +43,24 @@ def run_migrations(database_url: str, revision: str = "heads") -> None:
     command.upgrade(alembic_config(database_url), revision)  # type: ignore[arg-type]
 
 
+def _migrate_or_exit(database_url: str, revision: str = "heads") -> None:
+    # Alembic's INFO chatter would bury the one line that matters when the database fails.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        run_migrations(database_url, revision)
+    except Exception as exc:  # one line, not a traceback: the database is unusable
+        reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        typer.echo(f"contextgate: cannot migrate the database: {reason}", err=True)
+        raise typer.Exit(2) from None
+
+
 @app.command()
 def migrate(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "heads",
 ) -> None:
     """Apply database migrations (serve also does this at start)."""
     settings = _settings_or_exit()
-    run_migrations(settings.database_url, revision)
+    _migrate_or_exit(settings.database_url, revision)
     typer.echo(f"database at {revision}")
 
 
@@ -73,11 +85,7 @@ def serve(
         except ConfigError as exc:
             typer.echo(f"contextgate: invalid CONTEXTGATE_CONFIG: {exc}", err=True)
             raise typer.Exit(2) from None
-    try:
-        run_migrations(settings.database_url)
-    except Exception as exc:  # one line, not a traceback: the database is unusable
-        typer.echo(f"contextgate: cannot migrate the database: {exc}", err=True)
-        raise typer.Exit(2) from None
+    _migrate_or_exit(settings.database_url)
     if workers > 1:
         _prepare_multiprocess_metrics()
     uvicorn.run(

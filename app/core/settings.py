@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 __all__ = ["Settings", "SettingsError", "load_settings"]
 
@@ -116,3 +117,9 @@ def load_settings(**overrides: object) -> Settings:
         name = "_".join(str(part) for part in first["loc"]).upper()
         message = first["msg"].removeprefix("Value error, ")
         raise SettingsError(f"invalid setting CONTEXTGATE_{name}: {message}") from None
+        try:
+            dialect = make_url(value).get_dialect()
+        except Exception as exc:  # unknown dialect or driver, malformed URL
+            raise ValueError(f"not a usable SQLAlchemy URL ({exc})") from None
+        if not getattr(dialect, "is_async", False):
+            raise ValueError(f"'{dialect.driver}' is not an async driver; use aiosqlite or asyncpg")
