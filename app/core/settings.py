@@ -80,6 +80,12 @@ class Settings(BaseSettings):
             raise ValueError("use an async driver, e.g. postgresql+asyncpg://user:pw@host/db")
         if "://" not in value:
             raise ValueError("expected an SQLAlchemy URL such as sqlite+aiosqlite:///./x.db")
+        try:
+            dialect = make_url(value).get_dialect()
+        except Exception as exc:  # unknown dialect or driver, malformed URL
+            raise ValueError(f"not a usable SQLAlchemy URL ({exc})") from None
+        if not getattr(dialect, "is_async", False):
+            raise ValueError(f"'{dialect.driver}' is not an async driver; use aiosqlite or asyncpg")
         return value
 
     @field_validator("redis_url")
@@ -117,9 +123,3 @@ def load_settings(**overrides: object) -> Settings:
         name = "_".join(str(part) for part in first["loc"]).upper()
         message = first["msg"].removeprefix("Value error, ")
         raise SettingsError(f"invalid setting CONTEXTGATE_{name}: {message}") from None
-        try:
-            dialect = make_url(value).get_dialect()
-        except Exception as exc:  # unknown dialect or driver, malformed URL
-            raise ValueError(f"not a usable SQLAlchemy URL ({exc})") from None
-        if not getattr(dialect, "is_async", False):
-            raise ValueError(f"'{dialect.driver}' is not an async driver; use aiosqlite or asyncpg")
