@@ -6,6 +6,7 @@ import asyncio
 import re
 from typing import Any
 
+import httpx
 import openai
 from litellm.exceptions import ContextWindowExceededError
 from litellm.exceptions import Timeout as LitellmTimeout
@@ -21,6 +22,8 @@ from app.core.errors import (
 
 __all__ = ["is_retryable", "map_upstream_error", "retry_after_seconds"]
 
+_CONNECTION_ERRORS = (openai.APIConnectionError, httpx.ConnectError, ConnectionError)
+_TIMEOUTS = (openai.APITimeoutError, TimeoutError)
 _PREFIX = re.compile(r"^(litellm\.\w+:\s*)+|^\w+Exception\s*-\s*")
 
 
@@ -67,7 +70,7 @@ def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
     if isinstance(exc, ContextWindowExceededError):
         return ContextLengthExceeded(message)
     status = getattr(exc, "status_code", None)
-    if isinstance(exc, openai.APIConnectionError) and status in (None, 500):
+    if status in (None, 500) and _is_connection_failure(exc):
         return UpstreamError(
             f"Could not reach the upstream for model '{model}': {message}",
             status_code=502,
@@ -95,6 +98,23 @@ def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
         status_code=502,
         code="upstream_error",
     )
+
+
+def _is_connection_failure(exc: BaseException) -> bool:
+    """Whether the upstream could not be reached at all.
+
+    litellm reports a refused connection as ``InternalServerError("Connection error.")`` with
+    status 500; the cause chain still holds openai's ``APIConnectionError`` / httpx's
+    ``ConnectError`` / the OS error, which tell it apart from a real HTTP 500.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, _CONNECTION_ERRORS) and not isinstance(current, _TIMEOUTS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _upstream_code(exc: BaseException) -> str | None:
