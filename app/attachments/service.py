@@ -1,0 +1,110 @@
+"""Store, read and forget attachments; turn a request's attachments into artifacts."""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.attachments.repository import attachment_repository as repository
+from app.context.artifacts import Artifact, ArtifactType
+from app.core.database import Database
+from app.core.errors import NotFound
+from app.db.models import Attachment
+from app.protocol.chat import AttachmentRef
+
+__all__ = ["AttachmentService", "attachment_service"]
+
+
+def _not_found(attachment_id: str) -> NotFound:
+    return NotFound(f"No attachment with id '{attachment_id}'.", param="attachments")
+
+
+class AttachmentService:
+    async def store(
+        self,
+        database: Database,
+        tenant_id: str,
+        text: str,
+        *,
+        media_type: str,
+        size_bytes: int,
+        title: str | None = None,
+        source: str | None = None,
+        filename: str | None = None,
+    ) -> tuple[Attachment, bool]:
+        """The stored attachment and whether it is new (same text → the same attachment)."""
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        async with database.reading() as session:
+            existing = await repository.by_hash(session, tenant_id, digest)
+        if existing is not None:
+            return existing, False
+        row = Attachment(
+            tenant_id=tenant_id,
+            content_hash=digest,
+            title=title or filename,
+            source=source,
+            filename=filename,
+            media_type=media_type,
+            size_bytes=size_bytes,
+            char_count=len(text),
+            content=text,
+        )
+        try:
+            async with database.writing() as session:
+                await repository.add(session, row)
+        except IntegrityError:  # the same text stored concurrently: use that one
+            async with database.reading() as session:
+                existing = await repository.by_hash(session, tenant_id, digest)
+            if existing is None:
+                raise
+            return existing, False
+        return row, True
+
+    async def get(self, session: AsyncSession, tenant_id: str, attachment_id: str) -> Attachment:
+        row = await repository.get(session, tenant_id, attachment_id)
+        if row is None:
+            raise _not_found(attachment_id)
+        return row
+
+    async def artifacts(
+        self, session: AsyncSession, tenant_id: str, refs: list[AttachmentRef]
+    ) -> list[Artifact]:
+        """A request's attachments as artifacts; an unknown (or another tenant's) id is a 404."""
+        if not refs:
+            return []
+        ids = [ref.attachment_id for ref in refs if ref.attachment_id]
+        stored = await repository.get_many(session, tenant_id, ids)
+        artifacts: list[Artifact] = []
+        for index, ref in enumerate(refs):
+            kind = ArtifactType(ref.attachment_type)
+            if ref.attachment_id:
+                row = stored.get(ref.attachment_id)
+                if row is None:
+                    raise _not_found(ref.attachment_id)
+                artifacts.append(
+                    Artifact(
+                        id=row.id,
+                        artifact_type=kind,
+                        source=ref.source or row.source or f"attachment:{row.id}",
+                        title=ref.title or row.title,
+                        content=ref.content if ref.content is not None else row.content,
+                        metadata={"historical": False, "stored": True},
+                    )
+                )
+            else:
+                artifacts.append(
+                    Artifact(
+                        id=f"inline_{index}",
+                        artifact_type=kind,
+                        source=ref.source or "inline",
+                        title=ref.title,
+                        content=ref.content or "",
+                        metadata={"historical": False, "stored": False},
+                    )
+                )
+        return artifacts
+
+
+attachment_service = AttachmentService()

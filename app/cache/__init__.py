@@ -1,0 +1,13 @@
+"""The summary cache and its backends (in-process LRU, Redis)."""
+
+from app.cache.backends import CacheBackend, InProcessBackend, RedisBackend
+from app.cache.summary import CachedSummary, SummaryCache, summary_key
+
+__all__ = [
+    "CacheBackend",
+    "CachedSummary",
+    "InProcessBackend",
+    "RedisBackend",
+    "SummaryCache",
+    "summary_key",
+]

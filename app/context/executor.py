@@ -1,0 +1,250 @@
+"""Execute an ArtifactPlan within a token budget, whatever the plan asks for.
+
+Allocation walks the decisions in priority order (1 first). Every artifact's cheapest form
+(nothing for a document, a short marker for a tool result) is reserved up front; each
+decision then takes what it needs from the rest, degrading full → extract → summary →
+exclude when it does not fit. Summaries (cached, bounded in number and concurrency) and
+extractions then run, and each result is cut to its allotment, so the total never exceeds
+the room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from app.cache.summary import CachedSummary
+from app.context.artifacts import Artifact, ArtifactDecision, ArtifactPlan
+from app.context.artifacts import ProcessingStrategy as S
+from app.context.ranking import Embedder, chunk_text, rank_chunks
+from app.context.render import render_piece
+
+__all__ = ["ExecutionLimits", "ExecutionResult", "Outcome", "Summarize", "execute_plan"]
+
+logger = logging.getLogger(__name__)
+
+# (artifact, focus, max_tokens) -> summary (from the cache or the summarizer)
+Summarize = Callable[[Artifact, str, int], Awaitable[CachedSummary]]
+Count = Callable[[str], int]
+Truncate = Callable[[str, int], str]
+
+_CHAIN = {
+    S.INCLUDE_FULL: (S.INCLUDE_FULL, S.RAG_EXTRACT, S.SUMMARIZE, S.EXCLUDE),
+    S.RAG_EXTRACT: (S.RAG_EXTRACT, S.SUMMARIZE, S.EXCLUDE),
+    S.SUMMARIZE: (S.SUMMARIZE, S.RAG_EXTRACT, S.EXCLUDE),
+    S.EXCLUDE: (S.EXCLUDE,),
+}
+_GAP = "\n[…]\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionLimits:
+    max_summaries: int = 8
+    concurrency: int = 4
+    summary_max_tokens: int = 400
+    min_summary_tokens: int = 48
+    min_extract_tokens: int = 64
+    chunk_chars: int = 1200
+
+
+@dataclass(slots=True)
+class Outcome:
+    artifact: Artifact
+    strategy: S
+    text: str = ""  # what is rendered ('' for an excluded document)
+    tokens: int = 0
+    cache_hit: bool = False
+    allot: int = 0
+    query: str = ""
+
+
+@dataclass(slots=True)
+class ExecutionResult:
+    outcomes: list[Outcome]
+    summarizer_cost: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(o.tokens for o in self.outcomes)
+
+
+class _Executor:
+    def __init__(
+        self,
+        question: str,
+        count: Count,
+        truncate: Truncate,
+        summarize: Summarize | None,
+        embedder: Embedder | None,
+        limits: ExecutionLimits,
+    ) -> None:
+        self.question = question
+        self.count = count
+        self.truncate = truncate
+        self.summarize = summarize
+        self.embedder = embedder
+        self.limits = limits
+        self.result = ExecutionResult(outcomes=[])
+
+    def cost(self, artifact: Artifact, text: str, strategy: S) -> int:
+        return self.count(render_piece(artifact, text, strategy))
+
+    # ---- allocation -------------------------------------------------------------------
+    def allocate(self, artifacts: list[Artifact], plan: ArtifactPlan, room: int) -> list[Outcome]:
+        by_id = {d.artifact_id: d for d in plan.artifacts}
+        order = sorted(
+            range(len(artifacts)),
+            key=lambda i: (by_id[artifacts[i].id].priority if artifacts[i].id in by_id else 100, i),
+        )
+        full = [self.cost(a, a.content, S.INCLUDE_FULL) for a in artifacts]
+        floor = [min(full[i], self.cost(a, "", S.EXCLUDE)) for i, a in enumerate(artifacts)]
+        remaining = room - sum(floor)
+        wanted = [d for d in plan.artifacts if d.strategy != S.EXCLUDE]
+        share = max(self.limits.min_extract_tokens, room // max(1, len(wanted)))
+        summaries_left = self.limits.max_summaries if self.summarize else 0
+        outcomes: list[Outcome | None] = [None] * len(artifacts)
+        for i in order:
+            artifact = artifacts[i]
+            decision = by_id.get(artifact.id) or ArtifactDecision(
+                artifact_id=artifact.id, strategy=S.EXCLUDE
+            )
+            avail = remaining + floor[i]
+            outcome = self._choose(artifact, decision, full[i], floor[i], avail, share)
+            if outcome.strategy == S.SUMMARIZE:
+                if summaries_left <= 0:
+                    outcome.strategy = S.RAG_EXTRACT
+                    self._note("summarizer call cap reached: extracting instead")
+                summaries_left -= 1
+            remaining -= outcome.tokens - floor[i]
+            outcomes[i] = outcome
+        return [o for o in outcomes if o is not None]
+
+    def _choose(
+        self, artifact: Artifact, decision: ArtifactDecision, full: int, floor: int,
+        avail: int, share: int,
+    ) -> Outcome:  # fmt: skip
+        if full <= floor:  # tiny: its full form is as cheap as its marker
+            return Outcome(artifact, S.INCLUDE_FULL, artifact.content, full)
+        wrapper = self.cost(artifact, "", S.RAG_EXTRACT)
+        for strategy in _CHAIN[decision.strategy]:
+            if strategy == S.INCLUDE_FULL and full <= avail:
+                return Outcome(artifact, S.INCLUDE_FULL, artifact.content, full)
+            if strategy == S.RAG_EXTRACT:
+                allot = min(avail - wrapper, max(share, self.limits.min_extract_tokens))
+                allot = min(allot, artifact.tokens or allot)
+                if allot >= self.limits.min_extract_tokens:
+                    query = decision.extraction_query or decision.summarization_focus
+                    return Outcome(
+                        artifact, S.RAG_EXTRACT, tokens=wrapper + allot, allot=allot,
+                        query=query or self.question,
+                    )  # fmt: skip
+            if strategy == S.SUMMARIZE and self.summarize is not None:
+                allot = min(avail - wrapper, self.limits.summary_max_tokens)
+                if allot >= self.limits.min_summary_tokens:
+                    focus = decision.summarization_focus or decision.extraction_query
+                    return Outcome(
+                        artifact, S.SUMMARIZE, tokens=wrapper + allot, allot=allot,
+                        query=focus or self.question,
+                    )  # fmt: skip
+        return Outcome(artifact, S.EXCLUDE, tokens=floor)
+
+    # ---- execution --------------------------------------------------------------------
+    async def run(self, outcomes: list[Outcome]) -> None:
+        semaphore = asyncio.Semaphore(max(1, self.limits.concurrency))
+
+        async def one(outcome: Outcome) -> None:
+            if outcome.strategy == S.SUMMARIZE:
+                async with semaphore:
+                    await self._summarize(outcome)
+            elif outcome.strategy == S.RAG_EXTRACT:
+                await self._extract(outcome)
+            self._seal(outcome)
+
+        await asyncio.gather(*(one(o) for o in outcomes))
+        self.result.outcomes = outcomes
+
+    async def _summarize(self, outcome: Outcome) -> None:
+        assert self.summarize is not None
+        try:
+            summary = await self.summarize(outcome.artifact, outcome.query, outcome.allot)
+        except Exception as exc:
+            logger.warning("summarizer failed", extra={"error": str(exc)[:200]})
+            self._note(f"summarizer failed ({type(exc).__name__}): extracted instead")
+            outcome.strategy = S.RAG_EXTRACT
+            await self._extract(outcome)
+            return
+        outcome.text = summary.text
+        outcome.cache_hit = summary.hit
+        self.result.summarizer_cost += summary.cost
+        if summary.hit:
+            self.result.cache_hits += 1
+        else:
+            self.result.cache_misses += 1
+        if summary.note:
+            self._note(summary.note)
+
+    async def _extract(self, outcome: Outcome) -> None:
+        chunks = chunk_text(outcome.artifact.content, self.limits.chunk_chars)
+        scores, note = await rank_chunks(outcome.query, chunks, self.embedder)
+        if note:
+            self._note(note)
+        chosen: list[int] = []
+        used = 0
+        for index in sorted(range(len(chunks)), key=lambda i: -scores[i]):
+            tokens = self.count(chunks[index]) + 3
+            if used + tokens <= outcome.allot:
+                chosen.append(index)
+                used += tokens
+        if not chosen and chunks:
+            best = max(range(len(chunks)), key=lambda i: scores[i])
+            outcome.text = self.truncate(chunks[best], outcome.allot)
+            return
+        outcome.text = _GAP.join(chunks[i] for i in sorted(chosen))
+
+    def _seal(self, outcome: Outcome) -> None:
+        """Measure the rendered form; cut it to the reserved tokens if it came out longer."""
+        reserved = outcome.tokens
+        if outcome.strategy in (S.INCLUDE_FULL, S.EXCLUDE):
+            outcome.tokens = self.cost(outcome.artifact, outcome.text, outcome.strategy)
+            return
+        actual = self.cost(outcome.artifact, outcome.text, outcome.strategy)
+        keep = self.count(outcome.text)
+        while actual > reserved and outcome.text:
+            keep = max(0, keep - (actual - reserved) - 1)
+            outcome.text = self.truncate(outcome.text, keep)
+            actual = self.cost(outcome.artifact, outcome.text, outcome.strategy)
+        if actual > reserved or not outcome.text:
+            outcome.strategy, outcome.text = S.EXCLUDE, ""
+            actual = self.cost(outcome.artifact, "", S.EXCLUDE)
+        outcome.tokens = actual
+
+    def _note(self, note: str) -> None:
+        if note not in self.result.notes:
+            self.result.notes.append(note)
+
+
+async def execute_plan(
+    artifacts: list[Artifact],
+    plan: ArtifactPlan,
+    *,
+    room: int,
+    question: str,
+    count: Count,
+    truncate: Truncate,
+    summarize: Summarize | None = None,
+    embedder: Embedder | None = None,
+    limits: ExecutionLimits | None = None,
+) -> ExecutionResult:
+    """Process every artifact exactly once; the outcomes' tokens sum to at most ``room``
+    (unless even the cheapest forms, i.e. the tool results' markers, exceed it)."""
+    executor = _Executor(
+        question, count, truncate, summarize, embedder, limits or ExecutionLimits()
+    )
+    outcomes = executor.allocate(artifacts, plan, room)
+    await executor.run(outcomes)
+    return executor.result
