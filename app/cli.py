@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from app.commands.conversations import conversations_app
+from app.commands.doctor import doctor
 from app.core.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -17,6 +19,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(conversations_app, name="conversations")
+app.command()(doctor)
 
 
 def _settings_or_exit() -> Settings:

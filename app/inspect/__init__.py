@@ -1,0 +1,1 @@
+"""Read-only views for operators: what contextgate stored and decided (CLI and /ui)."""

@@ -1,0 +1,212 @@
+"""What the CLI and the inspector page show: plain dataclasses built from stored rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.context.tokens import text_of
+from app.db.models import Conversation, Message, RequestLog
+
+__all__ = [
+    "PARTS",
+    "ConversationRow",
+    "MessageView",
+    "Part",
+    "RequestView",
+    "TimelineEntry",
+    "conversation_row",
+    "message_view",
+    "request_view",
+]
+
+PARTS = ("system", "history", "artifacts", "memory", "current")
+
+
+@dataclass(slots=True)
+class ConversationRow:
+    id: str
+    tenant_id: str
+    title: str | None
+    model: str | None
+    message_count: int
+    total_tokens: int
+    requests: int
+    cost: float
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(slots=True)
+class Part:
+    name: str
+    tokens: int
+    percent: float  # of the request's input budget (or of what was sent, without a budget)
+
+
+@dataclass(slots=True)
+class ToolCallView:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class MessageView:
+    sequence_number: int
+    turn_number: int
+    role: str
+    text: str
+    token_count: int
+    status: str
+    request_id: str | None
+    tool_call_id: str | None = None
+    tool_calls: list[ToolCallView] = field(default_factory=list)
+    reasoning: str | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.role == "tool":
+            return "tool-result"
+        if self.tool_calls:
+            return "tool-call"
+        return self.role
+
+
+@dataclass(slots=True)
+class RequestView:
+    id: str
+    created_at: datetime
+    model: str
+    status: str
+    status_code: int
+    stream: bool
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_cost: float
+    completion_cost: float
+    planning_cost: float
+    total_cost: float
+    latency_ms: float
+    error: str | None
+    strategy: str
+    max_input_tokens: int
+    tokens_used: int
+    messages_included: int
+    messages_excluded: int
+    parts: list[Part]
+    artifacts: list[dict[str, Any]]
+    llm_planning_used: bool
+    cache_hits: int
+    cache_misses: int
+    compaction: dict[str, Any] | None
+    memories_injected: list[dict[str, Any]]
+    notes: list[str]
+
+    @property
+    def fates(self) -> dict[str, int]:
+        """How many artifacts were included, summarized, extracted, excluded."""
+        counts: dict[str, int] = {}
+        for artifact in self.artifacts:
+            strategy = str(artifact.get("strategy", "?"))
+            counts[strategy] = counts.get(strategy, 0) + 1
+        return counts
+
+
+@dataclass(slots=True)
+class TimelineEntry:
+    """The messages one request stored, then that request (None: messages without a log)."""
+
+    messages: list[MessageView]
+    request: RequestView | None
+
+
+def conversation_row(conversation: Conversation, requests: int, cost: float) -> ConversationRow:
+    return ConversationRow(
+        id=conversation.id,
+        tenant_id=conversation.tenant_id,
+        title=conversation.title,
+        model=conversation.model,
+        message_count=conversation.message_count,
+        total_tokens=conversation.total_tokens,
+        requests=requests,
+        cost=cost,
+        created_at=conversation.created_at,
+        updated_at=conversation.updated_at,
+    )
+
+
+def _tool_calls(raw: list[dict[str, Any]] | None) -> list[ToolCallView]:
+    calls = []
+    for call in raw or []:
+        function = call.get("function") or {}
+        calls.append(
+            ToolCallView(
+                id=str(call.get("id", "")),
+                name=str(function.get("name", "?")),
+                arguments=str(function.get("arguments", "")),
+            )
+        )
+    return calls
+
+
+def message_view(row: Message) -> MessageView:
+    return MessageView(
+        sequence_number=row.sequence_number,
+        turn_number=row.turn_number,
+        role=row.role,
+        text=text_of(row.content),
+        token_count=row.token_count,
+        status=row.status,
+        request_id=row.request_id,
+        tool_call_id=row.tool_call_id,
+        tool_calls=_tool_calls(row.tool_calls),
+        reasoning=row.reasoning_content,
+    )
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _parts(utilization: dict[str, Any]) -> list[Part]:
+    breakdown = utilization.get("breakdown") or {}
+    tokens = {name: _int(breakdown.get(name)) for name in PARTS}
+    scale = max(_int(utilization.get("max_input_tokens")), sum(tokens.values()), 1)
+    return [Part(name, tokens[name], round(100.0 * tokens[name] / scale, 2)) for name in PARTS]
+
+
+def request_view(row: RequestLog) -> RequestView:
+    utilization: dict[str, Any] = row.context_utilization or {}
+    cache = utilization.get("cache_stats") or {}
+    artifacts = utilization.get("artifacts_processed") or []
+    return RequestView(
+        id=row.id,
+        created_at=row.created_at,
+        model=row.model,
+        status=row.status,
+        status_code=row.status_code,
+        stream=row.stream,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        prompt_cost=row.prompt_cost,
+        completion_cost=row.completion_cost,
+        planning_cost=row.planning_cost,
+        total_cost=row.total_cost,
+        latency_ms=row.latency_ms,
+        error=row.error,
+        strategy=str(utilization.get("strategy", "")),
+        max_input_tokens=_int(utilization.get("max_input_tokens")),
+        tokens_used=_int(utilization.get("tokens_used")),
+        messages_included=_int(utilization.get("messages_included")),
+        messages_excluded=_int(utilization.get("messages_excluded")),
+        parts=_parts(utilization),
+        artifacts=[a for a in artifacts if isinstance(a, dict)],
+        llm_planning_used=bool(utilization.get("llm_planning_used")),
+        cache_hits=_int(cache.get("hits")),
+        cache_misses=_int(cache.get("misses")),
+        compaction=utilization.get("compaction") or None,
+        memories_injected=list(utilization.get("memories_injected") or []),
+        notes=[str(note) for note in utilization.get("notes") or []],
+    )

@@ -1,0 +1,130 @@
+"""``contextgate conversations list|show`` and ``doctor`` through typer's runner, against a real
+SQLite database filled through the app (chat requests to the fake upstream)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import app as cli_app
+from tests.fake_upstream import FakeUpstream
+from tests.support.operator_data import Seeded, seed_conversation
+from tests.support.proxy import free_port
+
+WIDE = {"COLUMNS": "250", "NO_COLOR": "1", "TERM": "dumb"}
+
+
+def invoke(env: dict[str, str], *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli_app, list(args), env={**WIDE, **env})
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+async def seeded(client: httpx.AsyncClient) -> Seeded:
+    return await seed_conversation(client)
+
+
+def test_conversations_list_shows_the_seeded_conversation(seeded: Seeded, sqlite_url: str) -> None:
+    code, output = invoke({"CONTEXTGATE_DATABASE_URL": sqlite_url}, "conversations", "list")
+    assert code == 0, output
+    assert seeded.conversation_id in output
+    assert "default" in output  # the tenant
+    row = next(line for line in output.splitlines() if seeded.conversation_id in line)
+    assert "gpt-4o-mini" in row
+    assert f" {seeded.request_count} " in row  # requests
+
+
+def test_conversations_show_has_messages_tool_steps_and_requests(
+    seeded: Seeded, sqlite_url: str
+) -> None:
+    code, output = invoke(
+        {"CONTEXTGATE_DATABASE_URL": sqlite_url}, "conversations", "show", seeded.conversation_id
+    )
+    assert code == 0, output
+    assert "messages and tool steps" in output
+    assert "What is the weather in Paris?" in output
+    assert "assistant (tool call)" in output
+    assert "get_weather" in output
+    assert "tool ← call_" in output
+    assert "requests: tokens sent by part" in output
+    for part in ("system", "history", "artifacts", "memory", "current"):
+        assert part in output
+    for request_id in seeded.request_ids:
+        assert request_id in output
+    used = [r["context_utilization"]["tokens_used"] for r in seeded.responses]
+    budget = seeded.responses[0]["context_utilization"]["max_input_tokens"]
+    for tokens in used:
+        assert f"{tokens}/{budget}" in output
+    if seeded.artifacts:  # the context engine reports artifacts: their fates are listed
+        assert "artifacts: included, summarized, extracted or excluded" in output
+        for artifact in seeded.artifacts:
+            assert artifact["strategy"] in output
+
+
+def test_conversations_show_unknown_id_fails_with_one_line(sqlite_url: str) -> None:
+    code, output = invoke(
+        {"CONTEXTGATE_DATABASE_URL": sqlite_url}, "conversations", "show", "conv_missing"
+    )
+    assert code == 1
+    assert "No conversation with id 'conv_missing'" in output
+
+
+def test_conversations_list_scoped_by_tenant(seeded: Seeded, sqlite_url: str) -> None:
+    code, output = invoke(
+        {"CONTEXTGATE_DATABASE_URL": sqlite_url},
+        "conversations",
+        "list",
+        "--tenant",
+        "key_someone_else",
+    )
+    assert code == 0, output
+    assert seeded.conversation_id not in output
+
+
+def test_doctor_all_green(sqlite_url: str, fake_upstream: FakeUpstream, redis_url: str) -> None:
+    code, output = invoke(
+        {
+            "CONTEXTGATE_DATABASE_URL": sqlite_url,
+            "CONTEXTGATE_UPSTREAM_BASE_URL": fake_upstream.base_url,
+            "CONTEXTGATE_REDIS_URL": redis_url,
+        },
+        "doctor",
+    )
+    assert code == 0, output
+    lines = output.splitlines()
+    for name in ("settings", "database", "redis", "upstream", "token encodings"):
+        assert any(line.startswith(f"✓ {name}") for line in lines), (name, output)
+    assert "✗" not in output
+
+
+def test_doctor_red_lines_say_how_to_fix(tmp_path: Path) -> None:
+    dead = free_port()
+    code, output = invoke(
+        {
+            "CONTEXTGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'fresh.db'}",
+            "CONTEXTGATE_UPSTREAM_BASE_URL": f"http://127.0.0.1:{dead}/v1",
+            "CONTEXTGATE_REDIS_URL": f"redis://127.0.0.1:{dead}/0",
+            "TIKTOKEN_CACHE_DIR": str(tmp_path / "no-encodings"),
+        },
+        "doctor",
+    )
+    assert code == 1
+    lines = output.splitlines()
+    for name, fix in (
+        ("database", "contextgate migrate"),
+        ("redis", "CONTEXTGATE_REDIS_URL"),
+        ("upstream", "check the URL"),
+        ("token encodings", "TIKTOKEN_CACHE_DIR"),
+    ):
+        index = next(i for i, line in enumerate(lines) if line.startswith(f"✗ {name}"))
+        assert fix in lines[index + 1], (name, output)
+
+
+def test_doctor_reports_bad_settings() -> None:
+    code, output = invoke({"CONTEXTGATE_DATABASE_URL": "nonsense"}, "doctor")
+    assert code == 1
+    assert "✗ settings" in output
+    assert "CONTEXTGATE_DATABASE_URL" in output
