@@ -14,12 +14,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import httpx
 import litellm
 
 from app.core import metrics
-from app.core.errors import ContextGateError
+from app.core.errors import ContextGateError, UpstreamError
+from app.llm import fastpath
 from app.llm.errors import is_retryable, map_upstream_error, retry_after_seconds
 from app.llm.model_info import ModelInfo, model_info_for
+from app.llm.params import strip_control_params
 from app.llm.responses import Usage, normalize_chunk, normalize_completion, usage_of
 from app.llm.routing import Deployment, ModelRouter
 
@@ -30,6 +33,7 @@ T = TypeVar("T")
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
+fastpath.install()  # the OpenAI SDK's per-message body walk, off the hot path (bench/README.md)
 
 
 @dataclass(slots=True)
@@ -90,9 +94,13 @@ class LLMClient:
         *,
         timeout_s: float = 600.0,
         retry: RetryPolicy | None = None,
+        connect_timeout_s: float = 10.0,
+        first_token_timeout_s: float = 120.0,
     ) -> None:
         self.router = router
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.first_token_timeout_s = first_token_timeout_s
         self.retry = retry or RetryPolicy()
 
     # ---- model facts -----------------------------------------------------------------
@@ -108,8 +116,10 @@ class LLMClient:
     def _call_kwargs(
         self, deployment: Deployment, params: dict[str, Any], timeout: float | None
     ) -> dict[str, Any]:
-        kwargs = {**params, **deployment.params}
-        kwargs.setdefault("timeout", timeout or self.timeout_s)
+        kwargs = {**strip_control_params(params), **deployment.params}
+        total = float(timeout or deployment.params.get("timeout") or self.timeout_s)
+        # httpx timeouts: connecting may take connect_timeout_s; every read, the total.
+        kwargs["timeout"] = httpx.Timeout(total, connect=min(total, self.connect_timeout_s))
         kwargs["num_retries"] = 0
         kwargs["max_retries"] = 0
         # litellm routes any call with `tools` through its MCP handler, which needs the optional
@@ -139,6 +149,23 @@ class LLMClient:
 
         return await self._with_retries(model_name, call, retry)
 
+    async def embed(
+        self, model_name: str, texts: list[str], *, timeout: float | None = None
+    ) -> tuple[list[list[float]], float]:
+        """Embeddings of ``texts`` (same order) and their cost in USD."""
+
+        async def call(deployment: Deployment) -> tuple[list[list[float]], float]:
+            kwargs = {**deployment.params, "timeout": timeout or self.timeout_s}
+            kwargs["num_retries"] = 0
+            raw = await litellm.aembedding(model=deployment.litellm_model, input=texts, **kwargs)
+            data = sorted(raw["data"], key=lambda item: item["index"])
+            vectors = [[float(x) for x in item["embedding"]] for item in data]
+            usage = getattr(raw, "usage", None)
+            tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+            return vectors, model_info_for(deployment).cost(tokens, 0)[0]
+
+        return await self._with_retries(model_name, call, None)
+
     async def stream(
         self,
         model_name: str,
@@ -152,15 +179,32 @@ class LLMClient:
         async def call(deployment: Deployment) -> StreamHandle:
             kwargs = self._call_kwargs(deployment, params or {}, timeout)
             kwargs["stream_options"] = {"include_usage": True}
-            response = await litellm.acompletion(
-                model=deployment.litellm_model, messages=messages, stream=True, **kwargs
-            )
-            iterator = response.__aiter__()
+            opened: list[Any] = []
+
+            async def first_chunk() -> Any:
+                response = await litellm.acompletion(
+                    model=deployment.litellm_model, messages=messages, stream=True, **kwargs
+                )
+                opened.append(response.__aiter__())
+                try:
+                    return await opened[0].__anext__()
+                except StopAsyncIteration:
+                    return None
+
+            limit = min(self.first_token_timeout_s, timeout or self.timeout_s)
             try:
-                first = await iterator.__anext__()
-            except StopAsyncIteration:
-                first = None
-            return StreamHandle(first, iterator, deployment)
+                first = await asyncio.wait_for(first_chunk(), limit)
+            except TimeoutError:
+                if opened:
+                    await StreamHandle(None, opened[0], deployment).aclose()
+                raise UpstreamError(
+                    f"The upstream for model '{model_name}' sent no first token "
+                    f"within {limit:g} s.",
+                    status_code=504,
+                    error_type="timeout",
+                    code="first_token_timeout",
+                ) from None
+            return StreamHandle(first, opened[0], deployment)
 
         return await self._with_retries(model_name, call, None)
 

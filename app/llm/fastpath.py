@@ -1,0 +1,83 @@
+"""Keep litellm's per-call overhead off the hot path (litellm still reaches every provider).
+
+Measured with ``python -m bench.profile`` (see bench/README.md): for OpenAI-compatible
+deployments litellm calls the OpenAI SDK, whose ``async_maybe_transform`` walks every message
+of the request through its TypedDict annotations: ~0.15 ms of CPU per message, 40 ms for a
+200-message conversation. The messages contextgate sends are already plain JSON (built from
+JSON, stored as JSON), for which that walk is the identity; so the body is transformed without
+them and they are put back as they are. Anything that is not plain JSON keeps the SDK's path.
+
+``install()`` is idempotent and fails soft: an SDK without these internals keeps its own path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+__all__ = ["install", "is_plain_json"]
+
+logger = logging.getLogger(__name__)
+_PLAIN_SCALARS = (str, int, float, bool, type(None))
+_installed = False
+
+
+def is_plain_json(value: Any, depth: int = 0) -> bool:
+    """True for dict/list/str/number/bool/None trees (what json.loads returns)."""
+    if isinstance(value, _PLAIN_SCALARS):
+        return True
+    if depth > 32:
+        return False
+    if type(value) is list:
+        return all(is_plain_json(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return all(
+            type(key) is str and is_plain_json(item, depth + 1) for key, item in value.items()
+        )
+    return False
+
+
+def _fast_transform(
+    original: Callable[[Any, Any], Awaitable[Any]], create_types: tuple[Any, ...]
+) -> Callable[[Any, Any], Awaitable[Any]]:
+    async def transform(data: Any, expected_type: Any) -> Any:
+        if (
+            expected_type in create_types
+            and type(data) is dict
+            and type(data.get("messages")) is list
+            and is_plain_json(data["messages"])
+        ):
+            rest = {key: value for key, value in data.items() if key != "messages"}
+            result = await original(rest, expected_type)
+            if type(result) is dict:
+                result["messages"] = data["messages"]
+                return result
+        return await original(data, expected_type)
+
+    transform.__contextgate_fast__ = True  # type: ignore[attr-defined]
+    return transform
+
+
+def install() -> bool:
+    """Patch the OpenAI SDK's chat-completions body transform; True when in place."""
+    global _installed
+    if _installed:
+        return True
+    try:
+        from openai.resources.chat.completions import completions as module
+        from openai.types.chat import completion_create_params as params
+
+        original = getattr(module, "async_maybe_transform")  # noqa: B009  (not re-exported)
+        create_types = (
+            params.CompletionCreateParams,
+            params.CompletionCreateParamsStreaming,
+            params.CompletionCreateParamsNonStreaming,
+        )
+    except (ImportError, AttributeError):  # another SDK layout: keep its own path
+        logger.info("openai SDK fast path not installed (unknown SDK layout)")
+        return False
+    if not getattr(original, "__contextgate_fast__", False):
+        setattr(module, "async_maybe_transform", _fast_transform(original, create_types))  # noqa: B010
+    _installed = True
+    return True
