@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from app.attachments.router import router as attachments_router
+from app.cache.factory import build_summary_cache
 from app.chat.router import router as chat_router
 from app.context.tokens import TokenCounter
 from app.conversations.router import router as conversations_router
@@ -52,7 +54,13 @@ def build_state(settings: Settings) -> AppState:
             max_backoff_s=settings.retry_max_backoff_s,
         ),
     )
-    return AppState(settings=settings, database=database, llm=llm, tokens=TokenCounter())
+    return AppState(
+        settings=settings,
+        database=database,
+        llm=llm,
+        tokens=TokenCounter(),
+        summary_cache=build_summary_cache(settings),
+    )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -69,6 +77,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             for task in list(state.background):
                 task.cancel()
             await close_keys()
+            if state.summary_cache is not None:
+                await state.summary_cache.close()
             await state.database.dispose()
 
     app = FastAPI(
@@ -82,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestContextMiddleware)
     app.include_router(chat_router)
     app.include_router(conversations_router)
+    app.include_router(attachments_router)
     app.include_router(keys_router)
     app.include_router(system_router)
     return app

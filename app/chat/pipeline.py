@@ -11,10 +11,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.attachments.service import attachment_service
 from app.chat.models import ChatContext
 from app.chat.observe import observe_chat
 from app.context.assembler import AssembledContext, AssemblyInput, assemble
 from app.context.budget import BudgetPolicy, input_budget
+from app.context.engine import apply_context_engine
 from app.context.metadata import ContextUtilization, CostInfo
 from app.conversations.fingerprint import content_hash
 from app.conversations.history import load_history_window
@@ -108,6 +110,13 @@ async def prepare(state: AppState, context: ChatContext) -> Prepared:
             budget=budget,
             chunk_tokens=state.settings.history_trim_chunk_tokens,
         )
+        attachments = await attachment_service.artifacts(
+            session, context.caller.tenant_id, request.attachments
+        )
+    # Artifacts (tool results, attachments): plan, process, rewrite the window in place.
+    engine = await apply_context_engine(
+        state, request, context.caller.tenant_id, window, budget, attachments
+    )
     assembled: AssembledContext = assemble(
         AssemblyInput(
             model=model,
@@ -121,6 +130,7 @@ async def prepare(state: AppState, context: ChatContext) -> Prepared:
             chunk_tokens=state.settings.history_trim_chunk_tokens,
         )
     )
+    engine.annotate(assembled.utilization)
     return Prepared(
         request=request,
         caller=context.caller,

@@ -68,6 +68,27 @@ class Settings(BaseSettings):
     safety_margin_ratio: float = Field(0.05, ge=0, lt=0.5)
     history_trim_chunk_tokens: int = Field(1024, ge=1)
 
+    # --- context engine ---
+    # When to ask the planner model (the design's table; see app/context/decision.py).
+    planning_min_total_chars: int = Field(5_000, ge=0)
+    planning_large_artifact_chars: int = Field(10_000, ge=0)
+    planning_fit_buffer_ratio: float = Field(0.30, ge=0)
+    # A primary model is "expensive" at or above this input price (USD per token).
+    expensive_input_cost_per_token: float = Field(0.00001, ge=0)
+    planner_timeout_s: float = Field(20.0, gt=0)
+    planner_preview_chars: int = Field(1200, ge=100)
+    # Share of the room (budget - system - current turn) artifacts may take from history.
+    artifact_min_share: float = Field(0.5, ge=0, le=1)
+    historical_turns: int = Field(3, ge=0)
+    max_summaries_per_request: int = Field(8, ge=0)
+    summary_concurrency: int = Field(4, ge=1)
+    summary_max_tokens: int = Field(400, ge=32)
+    artifact_summary_timeout_s: float = Field(60.0, gt=0)
+    max_attachment_bytes: int = Field(10 * 1024 * 1024, ge=1)
+    summary_cache_max_entries: int = Field(2048, ge=1)
+    summary_cache_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    summary_cache_ttl_s: int = Field(7 * 24 * 3600, ge=1)
+
     # --- server --------------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

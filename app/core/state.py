@@ -14,6 +14,7 @@ from app.core.settings import Settings
 from app.llm.client import LLMClient
 
 if TYPE_CHECKING:
+    from app.cache.summary import SummaryCache
     from app.keys.auth import Caller
 
 __all__ = ["AppState", "get_state"]
@@ -29,6 +30,8 @@ class AppState:
     key_resolver: Callable[[str], Awaitable[Caller | None]] | None = None
     # Fire-and-forget work (memory extraction, …) kept referenced until it finishes.
     background: set[Any] = field(default_factory=set)
+    # Summaries of artifacts, in-process or Redis (built in the lifespan; None: no caching).
+    summary_cache: SummaryCache | None = None
 
 
 def get_state(request: Request) -> AppState:

@@ -1,6 +1,7 @@
 """Every ORM table, imported here so Alembic's autogenerate sees them all."""
 
 from app.db.models.api_key import ApiKey
+from app.db.models.attachment import Attachment
 from app.db.models.base import Base, new_id, utcnow
 from app.db.models.conversation import Conversation
 from app.db.models.idempotency import IdempotencyRecord
@@ -9,6 +10,7 @@ from app.db.models.request_log import RequestLog
 
 __all__ = [
     "ApiKey",
+    "Attachment",
     "Base",
     "Conversation",
     "IdempotencyRecord",
