@@ -48,6 +48,8 @@ def build_state(settings: Settings) -> AppState:
     llm = LLMClient(
         build_router(settings),
         timeout_s=settings.request_timeout_s,
+        connect_timeout_s=settings.connect_timeout_s,
+        first_token_timeout_s=settings.first_token_timeout_s,
         retry=RetryPolicy(
             max_retries=settings.max_retries,
             backoff_s=settings.retry_backoff_s,

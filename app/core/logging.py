@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import traceback
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-__all__ = ["configure_logging", "request_id_var"]
+__all__ = [
+    "configure_logging",
+    "install_redaction",
+    "redact",
+    "register_secret",
+    "request_id_var",
+]
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 
@@ -30,13 +38,19 @@ class JsonFormatter(logging.Formatter):
             payload["request_id"] = request_id
         for key, value in record.__dict__.items():
             if key not in _STANDARD and not key.startswith("_"):
-                payload[key] = value
-        if record.exc_info:
-            payload["exc"] = self.formatException(record.exc_info)
+                if key in _CONTENT_FIELDS and record.levelno > logging.DEBUG:
+                    payload[key] = _MASK
+                else:
+                    payload[key] = _redact_value(value)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(self.formatException(record.exc_info))
+        if record.exc_text:
+            payload["exc"] = record.exc_text
         return orjson.dumps(payload, default=str).decode()
 
 
 def configure_logging(level: str = "INFO") -> None:
+    install_redaction()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
@@ -45,3 +59,98 @@ def configure_logging(level: str = "INFO") -> None:
     # Third-party chatter stays at WARNING: litellm and httpx may log URLs and payloads.
     for noisy in ("LiteLLM", "litellm", "httpx", "httpcore", "aiosqlite", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+# ---- redaction -------------------------------------------------------------------------------
+# Every record is redacted when it is created (a LogRecord factory), so the rule holds for every
+# logger and handler: ours, uvicorn's, litellm's, pytest's capture.
+
+_SECRET_PATTERNS = [
+    # OpenAI-style and contextgate keys, Anthropic, Google, AWS access keys, GitHub tokens.
+    re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
+    # Authorization headers and bearer tokens, in any rendering.
+    re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?:bearer\s+|basic\s+)?[^\s'\",}]+"),
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]+=*"),
+    # Credentials in URLs: ?key=…, &api_key=…, ?token=…, and user:password@host.
+    re.compile(
+        r"(?i)([?&](?:api[_-]?key|key|token|access_token|secret|password|sig|signature)=)[^&\s'\"]+"
+    ),
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@]+:)[^@\s/]+(@)"),
+    # "api_key": "…" in dict/JSON renderings.
+    re.compile(
+        r"(?i)(['\"]?(?:api_key|x-api-key|master_key|upstream_api_key|password|secret)"
+        r"['\"]?\s*[:=]\s*['\"]?)[^'\"\s,}]+"
+    ),
+]
+_KNOWN: set[str] = set()
+_MASK = "[redacted]"
+# Record attributes that would carry message or attachment text: kept at DEBUG only.
+_CONTENT_FIELDS = frozenset(
+    {"content", "messages", "message_text", "prompt", "completion", "text", "body", "attachment"}
+)
+_factory_installed = False
+
+
+def register_secret(*values: str | None) -> None:
+    """Exact strings (the master key, provider keys) never to appear in a log."""
+    for value in values:
+        if value and len(value) >= 6:
+            _KNOWN.add(value)
+
+
+def _mask(match: re.Match[str]) -> str:
+    groups = [g or "" for g in match.groups()]
+    if not groups:
+        return _MASK
+    return groups[0] + _MASK + (groups[1] if len(groups) > 1 else "")
+
+
+def redact(text: str) -> str:
+    """``text`` with every known secret and every credential-looking token masked."""
+    for secret in _KNOWN:
+        if secret in text:
+            text = text.replace(secret, _MASK)
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(_mask, text)
+    return text
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, int | float | bool) or value is None:
+        return value
+    return redact(str(value))
+
+
+def _redact_record(record: logging.LogRecord) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # a broken format string: keep the template only
+        message = str(record.msg)
+    record.msg, record.args = redact(message), ()
+    if record.exc_info and not record.exc_text:
+        record.exc_text = redact("".join(traceback.format_exception(*record.exc_info)).rstrip())
+    elif record.exc_text:
+        record.exc_text = redact(record.exc_text)
+    if record.stack_info:
+        record.stack_info = redact(record.stack_info)
+
+
+def install_redaction() -> None:
+    """Redact every log record from now on (idempotent)."""
+    global _factory_installed
+    if _factory_installed:
+        return
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        _redact_record(record)
+        return record
+
+    logging.setLogRecordFactory(factory)
+    _factory_installed = True

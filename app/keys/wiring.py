@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 
+from app.core.logging import install_redaction, register_secret
 from app.core.state import AppState
 from app.keys.auth import Caller
 from app.keys.limits import KeyLimits
@@ -19,6 +20,10 @@ __all__ = ["get_key_limits", "install_keys"]
 def install_keys(app: FastAPI, state: AppState) -> Callable[[], Awaitable[None]]:
     """Wire keys into ``state``/``app.state``; returns the closer to call at shutdown."""
     settings = state.settings
+    install_redaction()
+    for secret in (settings.master_key, settings.upstream_api_key):
+        if secret is not None:
+            register_secret(secret.get_secret_value())
     if settings.master_key is not None:
         service = KeyService(state.database, settings.master_key.get_secret_value())
         app.state.key_service = service
