@@ -22,6 +22,7 @@ from app.keys.router import router as keys_router
 from app.keys.wiring import install_keys
 from app.llm.client import LLMClient, RetryPolicy
 from app.llm.routing import ModelRouter, load_model_list
+from app.memories.router import router as memories_router
 from app.system.router import router as system_router
 
 __all__ = ["build_state", "create_app"]
@@ -81,6 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await close_keys()
             if state.summary_cache is not None:
                 await state.summary_cache.close()
+            if state.memory is not None:
+                await state.memory.aclose()
             await state.database.dispose()
 
     app = FastAPI(
@@ -94,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestContextMiddleware)
     app.include_router(chat_router)
     app.include_router(conversations_router)
+    app.include_router(memories_router)
     app.include_router(attachments_router)
     app.include_router(keys_router)
     app.include_router(system_router)

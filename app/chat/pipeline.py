@@ -26,6 +26,7 @@ from app.core.state import AppState
 from app.db.models import RequestLog, new_id
 from app.keys.auth import Caller
 from app.llm.responses import Usage
+from app.memories.hooks import prepare_memory, schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
 
 __all__ = ["Prepared", "prepare", "record"]
@@ -103,24 +104,29 @@ async def prepare(state: AppState, context: ChatContext) -> Prepared:
                 incoming[resolved.new_start :], hashes[resolved.new_start :], strict=True
             )
         ]
+        # Compaction if due, memory bundle, long-term memories: what they take is reserved.
+        memory = await prepare_memory(state, context, session, resolved, new, budget)
+        room = budget - memory.reserved_tokens
         window = await load_history_window(
             session,
             resolved,
             new,
-            budget=budget,
+            budget=room,
             chunk_tokens=state.settings.history_trim_chunk_tokens,
+            boundary_tokens=memory.boundary_tokens,
+            boundary_sequence=memory.boundary_sequence,
         )
         attachments = await attachment_service.artifacts(
             session, context.caller.tenant_id, request.attachments
         )
     # Artifacts (tool results, attachments): plan, process, rewrite the window in place.
     engine = await apply_context_engine(
-        state, request, context.caller.tenant_id, window, budget, attachments
+        state, request, context.caller.tenant_id, window, room, attachments
     )
     assembled: AssembledContext = assemble(
         AssemblyInput(
             model=model,
-            budget=budget,
+            budget=room,
             system=window.system,
             history=window.history,
             current=window.current,
@@ -131,6 +137,7 @@ async def prepare(state: AppState, context: ChatContext) -> Prepared:
         )
     )
     engine.annotate(assembled.utilization)
+    memory.apply(assembled, budget)
     return Prepared(
         request=request,
         caller=context.caller,
@@ -206,6 +213,8 @@ async def record(
             )
         )
     observe_chat(prepared, usage, cost, status)
+    if answer is not None:  # background compaction / memory extraction, as they are due
+        schedule_memory_work(state, prepared, usage)
 
 
 def new_request_id() -> str:

@@ -60,12 +60,15 @@ async def load_history_window(
     *,
     budget: int,
     chunk_tokens: int,
+    boundary_tokens: int = 0,
+    boundary_sequence: int = 0,
 ) -> HistoryWindow:
     """Split stored + new messages into system prompt, history candidates and current turn.
 
     ``budget`` is the request's input budget; history gets at most what the system prompt and
     the current turn leave of it, and messages before the cut that room implies are never
-    loaded.
+    loaded. ``boundary_tokens``/``boundary_sequence`` mark a compaction boundary: history
+    starts there (older turns are carried by summaries), at an absolute token position.
     """
     _number_new(resolved, new)
     conversation = resolved.conversation
@@ -101,7 +104,9 @@ async def load_history_window(
     stored_current = (conversation.total_tokens - current_start) if conversation else 0
     new_current = sum(m.token_count for m in new if m.sequence_number >= current_seq)
     room = budget - REPLY_PRIMER - system_tokens - max(0, stored_current) - new_current
-    cut = history_cut(system_tokens, current_start, room, chunk_tokens)
+    region_start = max(system_tokens, min(boundary_tokens, current_start))
+    region_first = max(system_count, min(boundary_sequence, current_seq))
+    cut = history_cut(region_start, current_start, room, chunk_tokens)
 
     loaded: list[ConversationMessage] = []
     if session is not None and conversation is not None and stored_count:
@@ -111,9 +116,9 @@ async def load_history_window(
         loaded = [to_conversation_message(row) for row in rows]
 
     window = HistoryWindow(
-        region_start=system_tokens,
+        region_start=region_start,
         region_end=current_start,
-        region_count=current_seq - system_count,
+        region_count=current_seq - region_first,
     )
     for message in attach_reasoning_steps(loaded + new):
         if message.sequence_number < system_count:

@@ -103,6 +103,24 @@ class ConversationRepository:
         )
         return list((await session.execute(statement)).scalars())
 
+    async def tool_call_turns(
+        self, session: AsyncSession, conversation_id: str, call_ids: set[str], *, scan: int = 200
+    ) -> dict[str, int]:
+        """The turn of each stored assistant message (among the last ``scan``) making a call."""
+        statement = (
+            select(Message.tool_calls, Message.turn_number)
+            .where(Message.conversation_id == conversation_id, Message.role == "assistant")
+            .order_by(Message.sequence_number.desc())
+            .limit(scan)
+        )
+        found: dict[str, int] = {}
+        for tool_calls, turn in (await session.execute(statement)).all():
+            for call in tool_calls or []:
+                call_id = str(call.get("id"))
+                if call_id in call_ids:
+                    found.setdefault(call_id, turn)
+        return found
+
     async def all_messages(self, session: AsyncSession, conversation_id: str) -> list[Message]:
         statement = (
             select(Message)

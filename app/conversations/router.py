@@ -17,6 +17,8 @@ from app.conversations.schemas import (
 from app.conversations.service import conversation_service
 from app.core.state import AppState, get_state
 from app.keys.auth import CallerDep
+from app.memories.repository import memory_repository
+from app.memories.schemas import SummaryOut
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 StateDep = Annotated[AppState, Depends(get_state)]
@@ -50,10 +52,17 @@ async def get_conversation(
     async with state.database.reading() as session:
         conversation = await conversation_service.get(session, caller.tenant_id, conversation_id)
         messages = await conversation_service.messages(session, conversation)
+        summaries = await memory_repository.all_summaries(
+            session, caller.tenant_id, conversation.id
+        )
     summary = ConversationSummary.model_validate(conversation, from_attributes=True)
     return ConversationDetail(
         **summary.model_dump(),
         messages=[StoredMessage.model_validate(m, from_attributes=True) for m in messages],
+        summaries=[
+            SummaryOut.model_validate(row, from_attributes=True).model_dump(mode="json")
+            for row in summaries
+        ],
     )
 
 

@@ -68,6 +68,27 @@ class Settings(BaseSettings):
     safety_margin_ratio: float = Field(0.05, ge=0, lt=0.5)
     history_trim_chunk_tokens: int = Field(1024, ge=1)
 
+    # --- memory --------------------------------------------------------------------------
+    # Compaction: after a response whose reported prompt tokens exceed ratio x input budget
+    # (per model in compaction_ratio_by_model, per request in context.compaction_ratio).
+    compaction_ratio: float = Field(0.8, gt=0, le=1)
+    compaction_ratio_by_model: dict[str, float] = Field(default_factory=dict)
+    raw_tail_turns: int = Field(4, ge=0)
+    # Share of the input budget the memory bundle (episodic summaries + facts) may take.
+    summary_budget_share: float = Field(0.25, gt=0, lt=1)
+    summarizer_max_input_tokens: int = Field(6000, ge=256)
+    compaction_max_calls: int = Field(3, ge=1, le=20)
+    compaction_lock_timeout_s: float = Field(60.0, gt=0)
+    summarizer_timeout_s: float = Field(120.0, gt=0)
+    # Long-term memory per user.
+    memory_extraction_mode: Literal["every_turn", "periodic", "off"] = "periodic"
+    memory_extraction_every: int = Field(5, ge=1)
+    memory_top_k: int = Field(8, ge=1, le=100)
+    memory_token_cap: int = Field(500, ge=1)
+    memory_min_score: float = Field(0.05, ge=0)
+    memory_half_life_days: float = Field(90.0, gt=0)
+    memory_dedupe_similarity: float = Field(0.85, gt=0, le=1)
+
     # --- context engine ---
     # When to ask the planner model (the design's table; see app/context/decision.py).
     planning_min_total_chars: int = Field(5_000, ge=0)

@@ -16,6 +16,7 @@ from app.llm.client import LLMClient
 if TYPE_CHECKING:
     from app.cache.summary import SummaryCache
     from app.keys.auth import Caller
+    from app.memories.runtime import MemoryRuntime
 
 __all__ = ["AppState", "get_state"]
 
@@ -30,6 +31,8 @@ class AppState:
     key_resolver: Callable[[str], Awaitable[Caller | None]] | None = None
     # Fire-and-forget work (memory extraction, …) kept referenced until it finishes.
     background: set[Any] = field(default_factory=set)
+    # Compaction locks and retrieval caches of the memory domain (built in build_state).
+    memory: MemoryRuntime | None = None
     # Summaries of artifacts, in-process or Redis (built in the lifespan; None: no caching).
     summary_cache: SummaryCache | None = None
 

@@ -72,6 +72,8 @@ class ContextOptions(BaseModel):
     memory_injection: Literal["system_append", "context_message", "user_prefix"] = "user_prefix"
     planner_model: str | None = None
     summarizer_model: str | None = None
+    memory_extraction: Literal["every_turn", "periodic", "off"] | None = None
+    compaction_ratio: float | None = Field(default=None, gt=0, le=1)
 
 
 class ChatCompletionRequest(BaseModel):

@@ -5,15 +5,19 @@ from app.db.models.attachment import Attachment
 from app.db.models.base import Base, new_id, utcnow
 from app.db.models.conversation import Conversation
 from app.db.models.idempotency import IdempotencyRecord
+from app.db.models.memory import Memory
 from app.db.models.message import Message
 from app.db.models.request_log import RequestLog
+from app.db.models.summary import ConversationSummaryRow
 
 __all__ = [
     "ApiKey",
     "Attachment",
     "Base",
     "Conversation",
+    "ConversationSummaryRow",
     "IdempotencyRecord",
+    "Memory",
     "Message",
     "RequestLog",
     "new_id",

@@ -42,6 +42,11 @@ class Conversation(Base):
     head_hash: Mapped[str] = mapped_column(String(64), default="")
     # Prompt tokens the upstream reported for the last call (drives compaction).
     last_prompt_tokens: Mapped[int | None] = mapped_column(default=None)
+    # Compaction boundary: turns <= compacted_turn are covered by summaries; the raw history
+    # sent upstream starts at message compacted_sequence, absolute token compacted_tokens.
+    compacted_turn: Mapped[int] = mapped_column(default=0)
+    compacted_sequence: Mapped[int] = mapped_column(default=0)
+    compacted_tokens: Mapped[int] = mapped_column(default=0)
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="conversation",

@@ -1,0 +1,34 @@
+"""A long-term memory of one user (within a tenant): typed, weighted, dated, superseded not lost."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, Float, Index, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.models.base import Base, new_id, utcnow
+
+__all__ = ["Memory"]
+
+
+class Memory(Base):
+    __tablename__ = "memories"
+    __table_args__ = (Index("ix_memories_tenant_user", "tenant_id", "user_id", "superseded_by"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("mem"))
+    tenant_id: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[str] = mapped_column(String(200))
+    content: Mapped[str] = mapped_column(Text)
+    memory_type: Mapped[str] = mapped_column(String(20), default="note")
+    importance: Mapped[int] = mapped_column(default=5)
+    confidence: Mapped[float] = mapped_column(Float, default=1.0)
+    # "api", or "extraction" (with the conversation it came from)
+    source: Mapped[str] = mapped_column(String(20), default="api")
+    conversation_id: Mapped[str | None] = mapped_column(String(40), default=None)
+    embedding: Mapped[list[float] | None] = mapped_column(JSON, default=None)
+    embedding_model: Mapped[str | None] = mapped_column(String(200), default=None)
+    # Set when a newer memory contradicts this one; superseded memories are not retrieved.
+    superseded_by: Mapped[str | None] = mapped_column(String(40), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

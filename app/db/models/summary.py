@@ -1,0 +1,43 @@
+"""A compaction summary of a conversation: episodic text and semantic facts for a turn range.
+
+Summaries are added, never edited: a hierarchical merge writes a higher-level summary and points
+the merged ones at it (``merged_into``); the raw messages they cover stay stored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.models.base import Base, new_id, utcnow
+
+__all__ = ["ConversationSummaryRow"]
+
+
+class ConversationSummaryRow(Base):
+    __tablename__ = "conversation_summaries"
+    __table_args__ = (
+        Index("ix_conversation_summaries_conversation_turn", "conversation_id", "first_turn"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("sum"))
+    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    tenant_id: Mapped[str] = mapped_column(String(64))
+    # 0: made from raw turns; n + 1: made by merging summaries of level <= n.
+    level: Mapped[int] = mapped_column(default=0)
+    first_turn: Mapped[int]
+    last_turn: Mapped[int]
+    # Absolute token positions [start_tokens, end_tokens) of the raw messages covered.
+    start_tokens: Mapped[int] = mapped_column(default=0)
+    end_tokens: Mapped[int] = mapped_column(default=0)
+    episodic: Mapped[str] = mapped_column(Text)
+    facts: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    token_count: Mapped[int] = mapped_column(default=0)
+    # The higher-level summary this one was merged into; None while it is active.
+    merged_into: Mapped[str | None] = mapped_column(String(40), default=None)
+    model: Mapped[str | None] = mapped_column(String(200))
+    cost: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

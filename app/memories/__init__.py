@@ -1,0 +1,1 @@
+"""Memory: compaction of long conversations and long-term memory per user."""

@@ -1,0 +1,339 @@
+"""The memory steps of the chat pipeline: before the request and after the response.
+
+prepare_memory(): compaction when the history cannot fit (under the conversation's lock), the
+memory bundle of the active summaries, and retrieval of the user's long-term memories. Its
+``MemoryContext`` says where the history starts and how many tokens to reserve, and ``apply``
+puts the bundle and the memories into the assembled messages and reports them.
+
+schedule_memory_work(): after the turn is stored, in the background: compaction when the
+upstream reported prompt tokens above compaction_ratio x input budget, and memory extraction
+per mode. A failure of either never touches the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.chat.models import ChatContext
+from app.context.assembler import AssembledContext
+from app.context.tokens import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
+from app.conversations.messages import ConversationMessage
+from app.conversations.service import ResolvedConversation
+from app.core.state import AppState
+from app.llm.responses import Usage
+from app.memories.bundle import render_bundle
+from app.memories.compaction import CompactionReport, Compactor, summary_views
+from app.memories.extraction import extraction_due, run_extraction
+from app.memories.injection import inject, insert_bundle, render_context
+from app.memories.repository import memory_repository
+from app.memories.retrieval import Retrieved, retrieve
+from app.memories.runtime import runtime_of
+
+__all__ = ["MemoryContext", "prepare_memory", "schedule_memory_work"]
+
+logger = logging.getLogger(__name__)
+_SYSTEM_ROLES = ("system", "developer")
+
+
+@dataclass(slots=True)
+class MemoryContext:
+    mode: str = "user_prefix"
+    boundary_tokens: int = 0
+    boundary_sequence: int = 0
+    bundle: str = ""
+    bundle_tokens: int = 0
+    context_block: str = ""
+    context_tokens: int = 0
+    injected: list[Retrieved] = field(default_factory=list)
+    compaction: dict[str, Any] | None = None
+    summarizer_cost: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def reserved_tokens(self) -> int:
+        return self.bundle_tokens + self.context_tokens
+
+    def apply(self, assembled: AssembledContext, budget: int) -> None:
+        """Insert the bundle and the memories; report them in the utilization."""
+        messages = assembled.messages
+        added = 0
+        if self.bundle:
+            messages = insert_bundle(messages, self.bundle)
+            added += 1
+        if self.context_block:
+            messages = inject(messages, self.context_block, self.mode)
+            added += 0 if self.mode == "user_prefix" else 1
+        assembled.messages = messages
+        utilization = assembled.utilization
+        utilization.max_input_tokens = budget
+        utilization.tokens_used += self.reserved_tokens
+        utilization.messages_included += added
+        utilization.breakdown.memory += self.reserved_tokens
+        utilization.compaction = self.compaction
+        utilization.memories_injected = [
+            {"id": m.id, "score": m.score, "memory_type": m.memory_type} for m in self.injected
+        ]
+        if self.summarizer_cost:
+            utilization.planning_cost.summarizer_cost += self.summarizer_cost
+            utilization.planning_cost.total_cost += self.summarizer_cost
+        utilization.notes.extend(self.notes)
+
+
+def summarizer_model(state: AppState, context: ChatContext) -> str:
+    return context.request.context.summarizer_model or state.settings.summarizer_model
+
+
+def _fixed_tokens(resolved: ResolvedConversation, new: list[ConversationMessage]) -> int:
+    """System prompt + current turn, as the history window will count them (close enough)."""
+    conversation = resolved.conversation
+    if conversation is not None and conversation.message_count:
+        system = conversation.system_prompt_tokens
+        rest = new
+    else:
+        leading = 0
+        while leading < len(new) and new[leading].role in _SYSTEM_ROLES:
+            leading += 1
+        system = sum(m.token_count for m in new[:leading])
+        rest = new[leading:]
+    users = [i for i, m in enumerate(rest) if m.role == "user"]
+    current = sum(m.token_count for m in rest[users[-1] :]) if users else 0
+    if not users and conversation is not None:
+        current = sum(m.token_count for m in rest) + max(
+            0, conversation.total_tokens - conversation.last_user_start_tokens
+        )
+    return REPLY_PRIMER + system + current
+
+
+async def prepare_memory(
+    state: AppState,
+    context: ChatContext,
+    session: AsyncSession,
+    resolved: ResolvedConversation,
+    new: list[ConversationMessage],
+    budget: int,
+) -> MemoryContext:
+    request = context.request
+    memory = MemoryContext(mode=request.context.memory_injection)
+    fixed = _fixed_tokens(resolved, new)
+    conversation = resolved.conversation
+    if conversation is not None and conversation.message_count:
+        await _compaction_and_bundle(state, context, session, resolved, new, budget, fixed, memory)
+    user_texts = [text_of(m.content) for m in new if m.role == "user"]
+    if request.context.memory and request.user and user_texts:
+        room = budget - fixed - memory.bundle_tokens
+        await _retrieval(state, context, session, user_texts[-1], room, memory)
+    return memory
+
+
+async def _compaction_and_bundle(
+    state: AppState,
+    context: ChatContext,
+    session: AsyncSession,
+    resolved: ResolvedConversation,
+    new: list[ConversationMessage],
+    budget: int,
+    fixed: int,
+    memory: MemoryContext,
+) -> None:
+    conversation = resolved.conversation
+    assert conversation is not None
+    settings = state.settings
+    model = context.request.model
+    cap = max(0, min(int(budget * settings.summary_budget_share), budget - fixed))
+    memory.boundary_tokens = conversation.compacted_tokens
+    memory.boundary_sequence = conversation.compacted_sequence
+    summaries = await memory_repository.active_summaries(session, conversation.id)
+    system = conversation.system_prompt_tokens
+    new_tokens = sum(m.token_count for m in new)
+
+    def fits(boundary_tokens: int, summary_tokens: int) -> bool:
+        raw = conversation.total_tokens - max(system, boundary_tokens)
+        return fixed - REPLY_PRIMER + min(summary_tokens, cap) + raw + new_tokens <= budget
+
+    if not fits(memory.boundary_tokens, sum(s.token_count for s in summaries)):
+        report = await _compact_now(state, context, resolved, new, cap, fits)
+        if report is not None:
+            if report.summarizer_calls or report.error:
+                memory.compaction = report.as_dict()
+                memory.summarizer_cost += report.cost
+            if report.error:
+                memory.notes.append(
+                    f"compaction failed ({report.error}); used the plain history fit"
+                )
+            if report.boundary_tokens != memory.boundary_tokens:
+                memory.boundary_tokens = report.boundary_tokens
+                memory.boundary_sequence = report.boundary_sequence
+                async with state.database.reading() as fresh:
+                    summaries = await memory_repository.active_summaries(fresh, conversation.id)
+        else:
+            memory.notes.append("compaction skipped: another compaction held the lock")
+    if not summaries:
+        return
+    bundle = render_bundle(
+        summary_views(summaries),
+        cap_tokens=cap,
+        count=lambda text: state.tokens.count_text(text, model),
+    )
+    if bundle.summaries_omitted:
+        memory.notes.append(
+            f"memory bundle: {bundle.summaries_omitted} older summaries did not fit its share"
+        )
+    if not bundle.empty:
+        memory.bundle = bundle.text
+        memory.bundle_tokens = MESSAGE_OVERHEAD + state.tokens.count_text(bundle.text, model)
+
+
+async def _compact_now(
+    state: AppState,
+    context: ChatContext,
+    resolved: ResolvedConversation,
+    new: list[ConversationMessage],
+    cap: int,
+    fits: Any,
+) -> CompactionReport | None:
+    settings = state.settings
+    model = context.request.model
+    compactor = Compactor(
+        state,
+        tenant_id=context.caller.tenant_id,
+        conversation_id=resolved.conversation_id,
+        summarizer_model=summarizer_model(state, context),
+        count=lambda text: state.tokens.count_text(text, model),
+        bundle_cap=cap,
+    )
+    current_stored = not any(m.role == "user" for m in new)
+    locks = runtime_of(state).locks
+    async with locks.hold(
+        resolved.conversation_id, timeout_s=settings.compaction_lock_timeout_s
+    ) as held:
+        if not held:
+            return None
+        report = CompactionReport(trigger="before_request")
+        return await compactor.run(report, current_stored=current_stored, fits=fits)
+
+
+async def _retrieval(
+    state: AppState,
+    context: ChatContext,
+    session: AsyncSession,
+    query: str,
+    room: int,
+    memory: MemoryContext,
+) -> None:
+    request = context.request
+    model = request.model
+    assert request.user is not None
+    try:
+        found = await retrieve(
+            state,
+            session,
+            context.caller.tenant_id,
+            request.user,
+            query,
+            count=lambda text: state.tokens.count_text(text, model),
+            notes=memory.notes,
+        )
+    except Exception as exc:  # memory must never fail the request
+        logger.warning("memory retrieval failed", exc_info=True)
+        memory.notes.append(f"memory retrieval failed ({type(exc).__name__}); none injected")
+        return
+    if not found:
+        return
+    block = render_context(found, datetime.now(UTC))
+    tokens = state.tokens.count_text(block, model) + 2
+    if memory.mode != "user_prefix":
+        tokens += MESSAGE_OVERHEAD
+    if tokens > room:
+        memory.notes.append("memories not injected: no room left in the input budget")
+        return
+    memory.context_block = block
+    memory.context_tokens = tokens
+    memory.injected = found
+
+
+# ---- after the response ---------------------------------------------------------------------
+def _spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.get_running_loop().create_task(work)
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
+
+
+def compaction_ratio(state: AppState, context_ratio: float | None, model: str) -> float:
+    settings = state.settings
+    if context_ratio is not None:
+        return context_ratio
+    return settings.compaction_ratio_by_model.get(model, settings.compaction_ratio)
+
+
+def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) -> None:
+    """After the turn is stored: background compaction and extraction, as they are due."""
+    request = prepared.request
+    resolved: ResolvedConversation | None = prepared.resolved
+    if resolved is None or not request.context.enabled:
+        return
+    settings = state.settings
+    tenant_id = prepared.caller.tenant_id
+    budget = prepared.utilization.max_input_tokens
+    model = request.context.summarizer_model or settings.summarizer_model
+    ratio = compaction_ratio(state, request.context.compaction_ratio, request.model)
+    if usage is not None and budget and usage.prompt_tokens > ratio * budget:
+        _spawn(
+            state,
+            _compact_in_background(
+                state, tenant_id, resolved.conversation_id, model, request.model, budget
+            ),
+        )
+    mode = request.context.memory_extraction or settings.memory_extraction_mode
+    if request.user and request.context.memory and mode != "off":
+        before = resolved.conversation.turn_count if resolved.conversation else 0
+        turn_count = before + sum(1 for m in prepared.new_messages if m.role == "user")
+        turns = extraction_due(mode, settings.memory_extraction_every, turn_count)
+        if turns:
+            _spawn(
+                state,
+                run_extraction(
+                    state,
+                    tenant_id=tenant_id,
+                    user=request.user,
+                    conversation_id=resolved.conversation_id,
+                    turns=turns,
+                    model=model,
+                    count_model=request.model,
+                ),
+            )
+
+
+async def _compact_in_background(
+    state: AppState,
+    tenant_id: str,
+    conversation_id: str,
+    summarizer: str,
+    model: str,
+    budget: int,
+) -> None:
+    compactor = Compactor(
+        state,
+        tenant_id=tenant_id,
+        conversation_id=conversation_id,
+        summarizer_model=summarizer,
+        count=lambda text: state.tokens.count_text(text, model),
+        bundle_cap=int(budget * state.settings.summary_budget_share),
+    )
+    try:
+        async with runtime_of(state).locks.hold(conversation_id, timeout_s=None) as held:
+            if not held:
+                return  # another request is compacting this conversation right now
+            report = CompactionReport(trigger="after_response")
+            await compactor.run(report, current_stored=False, fits=None)
+        logger.info("compaction", extra={"conversation_id": conversation_id, **report.as_dict()})
+    except Exception:
+        logger.exception(
+            "background compaction crashed", extra={"conversation_id": conversation_id}
+        )

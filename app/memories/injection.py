@@ -1,0 +1,75 @@
+"""Put retrieved long-term memories (and the compaction bundle) into the outgoing messages.
+
+Modes (``context.memory_injection``):
+    user_prefix     "[CONTEXT: <date and time>, memories: …]" before the newest user text; the
+                    system prompt stays byte-identical, so providers' prompt caches keep hitting.
+    system_append   the same block appended to the system prompt (one is added if none).
+    context_message the block as its own system message right before the newest user message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from app.memories.retrieval import Retrieved
+
+__all__ = ["inject", "insert_bundle", "render_context", "render_memories"]
+
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def render_memories(memories: Sequence[Retrieved]) -> str:
+    return "; ".join(f"({m.memory_type}) {' '.join(m.content.split())}" for m in memories)
+
+
+def render_context(memories: Sequence[Retrieved], now: datetime) -> str:
+    stamp = now.strftime("%Y-%m-%d %H:%M UTC")
+    return f"[CONTEXT: {stamp}, memories: {render_memories(memories)}]"
+
+
+def _prefix_content(content: Any, block: str) -> Any:
+    if isinstance(content, list):
+        return [{"type": "text", "text": block}, *content]
+    return f"{block}\n\n{content or ''}"
+
+
+def _append_content(content: Any, block: str) -> Any:
+    if isinstance(content, list):
+        return [*content, {"type": "text", "text": block}]
+    return f"{content}\n\n{block}" if content else block
+
+
+def _last_user(messages: list[dict[str, Any]]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return index
+    return None
+
+
+def inject(messages: list[dict[str, Any]], block: str, mode: str) -> list[dict[str, Any]]:
+    """A copy of ``messages`` with ``block`` placed as ``mode`` says."""
+    result = [dict(m) for m in messages]
+    last_user = _last_user(result)
+    if mode == "system_append":
+        if result and result[0].get("role") in _SYSTEM_ROLES:
+            result[0]["content"] = _append_content(result[0].get("content"), block)
+        else:
+            result.insert(0, {"role": "system", "content": block})
+    elif mode == "context_message":
+        position = last_user if last_user is not None else len(result)
+        result.insert(position, {"role": "system", "content": block})
+    elif last_user is not None:
+        result[last_user]["content"] = _prefix_content(result[last_user].get("content"), block)
+    else:  # no user message to prefix (a tool-result continuation): its own message
+        result.append({"role": "system", "content": block})
+    return result
+
+
+def insert_bundle(messages: list[dict[str, Any]], bundle: str) -> list[dict[str, Any]]:
+    """The memory bundle as a system message right after the leading system prompt."""
+    position = 0
+    while position < len(messages) and messages[position].get("role") in _SYSTEM_ROLES:
+        position += 1
+    return [*messages[:position], {"role": "system", "content": bundle}, *messages[position:]]

@@ -1,0 +1,45 @@
+"""One JSON-mode call to the summarizer model, validated against a pydantic schema."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from app.core.errors import ContextGateError
+from app.core.state import AppState
+from app.llm.client import RetryPolicy
+
+__all__ = ["SummarizerFailed", "call_json"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class SummarizerFailed(Exception):
+    """The summarizer or extractor failed or answered something unusable; nothing was stored."""
+
+
+async def call_json(
+    state: AppState, model: str, system: str, user: str, schema: type[M]
+) -> tuple[M, float]:
+    """Ask ``model`` for a JSON object; returns it validated, and what the call cost."""
+    try:
+        completion = await state.llm.complete(
+            model,
+            [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            {"response_format": {"type": "json_object"}, "temperature": 0},
+            timeout=state.settings.summarizer_timeout_s,
+            retry=RetryPolicy(max_retries=min(1, state.settings.max_retries)),
+        )
+    except ContextGateError as exc:
+        raise SummarizerFailed(f"{model} call failed: {exc.message[:200]}") from exc
+    cost = completion.prompt_cost + completion.completion_cost
+    text = completion.content.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        return schema.model_validate(orjson.loads(text)), cost
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        first = str(exc).splitlines()[0][:200]
+        raise SummarizerFailed(f"{model} answered invalid JSON ({first})") from exc

@@ -1,0 +1,52 @@
+"""Prompts of the summarizer (compaction, merges) and the memory extractor; JSON answers only."""
+
+from __future__ import annotations
+
+import orjson
+
+from app.memories.schemas import MEMORY_TYPES
+
+__all__ = ["EXTRACT_SYSTEM", "MERGE_SYSTEM", "SUMMARIZE_SYSTEM", "extract_user", "merge_user"]
+
+_TYPES = ", ".join(MEMORY_TYPES)
+
+SUMMARIZE_SYSTEM = f"""You compact the older part of a conversation between a user and an \
+assistant so that it can continue without the raw messages.
+Answer with one JSON object and nothing else:
+{{"episodic": "<what happened in these turns, in order: requests, answers, tool results, \
+decisions, open questions; concise but complete, third person>",
+ "facts": [{{"fact": "<one self-contained statement worth remembering>", "type": "<one of: \
+{_TYPES}>", "importance": <1-10>, "confidence": <0-1>}}]}}
+Keep names, numbers, identifiers, file paths and decisions exactly. No facts that are only \
+small talk."""
+
+MERGE_SYSTEM = f"""You merge consecutive summaries of one conversation into one shorter summary.
+Answer with one JSON object and nothing else:
+{{"episodic": "<the merged account, oldest first, at most half as long as the inputs together>",
+ "facts": [{{"fact": "...", "type": "<one of: {_TYPES}>", "importance": <1-10>, \
+"confidence": <0-1>}}]}}
+Keep every fact that still holds; when facts contradict, keep the newer one. Drop duplicates."""
+
+EXTRACT_SYSTEM = f"""You maintain the long-term memory of one user of an assistant.
+From the conversation excerpt, extract what will be useful in future conversations with this \
+user: stable facts about them, preferences, decisions, discoveries, behaviors, outcomes, \
+insights, lessons from errors. Skip what only matters for this one exchange.
+Existing memories are listed with ids. Do not repeat one that already says the same thing. \
+When a new memory updates or contradicts existing ones, list their ids in "supersedes".
+Answer with one JSON object and nothing else:
+{{"memories": [{{"content": "<one self-contained statement>", "memory_type": "<one of: \
+{_TYPES}>", "importance": <1-10>, "supersedes": ["mem_..."]}}]}}
+Answer {{"memories": []}} when there is nothing worth keeping."""
+
+
+def merge_user(parts: list[tuple[int, int, str, list[dict[str, object]]]]) -> str:
+    blocks = []
+    for first, last, episodic, facts in parts:
+        blocks.append(f"## turns {first}-{last}\n{episodic}\nfacts: {orjson.dumps(facts).decode()}")
+    return "\n\n".join(blocks)
+
+
+def extract_user(existing: list[tuple[str, str, str]], transcript: str) -> str:
+    lines = [f"- {memory_id} ({kind}): {content}" for memory_id, kind, content in existing]
+    known = "\n".join(lines) if lines else "(none)"
+    return f"Existing memories:\n{known}\n\nConversation excerpt:\n{transcript}"

@@ -1,0 +1,180 @@
+"""Every SQL query about summaries and long-term memories; scoped by tenant, no HTTP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Conversation, ConversationSummaryRow, Memory, Message
+
+__all__ = ["MemoryRepository", "TurnSpan", "memory_repository"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSpan:
+    """One turn of the raw history: where it starts and how big it is."""
+
+    turn: int
+    first_sequence: int
+    start_tokens: int
+    tokens: int
+    messages: int
+
+
+class MemoryRepository:
+    # ---- conversations and their turns --------------------------------------------------
+    async def conversation(
+        self, session: AsyncSession, tenant_id: str, conversation_id: str, *, lock: bool = False
+    ) -> Conversation | None:
+        statement = select(Conversation).where(
+            Conversation.id == conversation_id, Conversation.tenant_id == tenant_id
+        )
+        if lock:
+            statement = statement.with_for_update()
+        return (await session.execute(statement)).scalar_one_or_none()
+
+    async def turns_after(
+        self, session: AsyncSession, conversation_id: str, first_sequence: int
+    ) -> list[TurnSpan]:
+        """The turns from message ``first_sequence`` on (the raw region), oldest first."""
+        statement = (
+            select(
+                Message.turn_number,
+                func.min(Message.sequence_number),
+                func.min(Message.start_tokens),
+                func.sum(Message.token_count),
+                func.count(),
+            )
+            .where(
+                Message.conversation_id == conversation_id,
+                Message.sequence_number >= first_sequence,
+            )
+            .group_by(Message.turn_number)
+            .order_by(Message.turn_number)
+        )
+        rows = (await session.execute(statement)).all()
+        return [TurnSpan(int(t), int(s), int(p), int(n or 0), int(c)) for t, s, p, n, c in rows]
+
+    async def messages_between(
+        self,
+        session: AsyncSession,
+        conversation_id: str,
+        *,
+        first_sequence: int,
+        first_turn: int,
+        last_turn: int,
+    ) -> list[Message]:
+        statement = (
+            select(Message)
+            .where(
+                Message.conversation_id == conversation_id,
+                Message.sequence_number >= first_sequence,
+                Message.turn_number >= first_turn,
+                Message.turn_number <= last_turn,
+            )
+            .order_by(Message.sequence_number)
+        )
+        return list((await session.execute(statement)).scalars())
+
+    # ---- summaries ----------------------------------------------------------------------
+    async def active_summaries(
+        self, session: AsyncSession, conversation_id: str
+    ) -> list[ConversationSummaryRow]:
+        statement = (
+            select(ConversationSummaryRow)
+            .where(
+                ConversationSummaryRow.conversation_id == conversation_id,
+                ConversationSummaryRow.merged_into.is_(None),
+            )
+            .order_by(ConversationSummaryRow.first_turn)
+        )
+        return list((await session.execute(statement)).scalars())
+
+    async def all_summaries(
+        self, session: AsyncSession, tenant_id: str, conversation_id: str
+    ) -> list[ConversationSummaryRow]:
+        statement = (
+            select(ConversationSummaryRow)
+            .where(
+                ConversationSummaryRow.conversation_id == conversation_id,
+                ConversationSummaryRow.tenant_id == tenant_id,
+            )
+            .order_by(ConversationSummaryRow.first_turn, ConversationSummaryRow.level)
+        )
+        return list((await session.execute(statement)).scalars())
+
+    async def mark_merged(
+        self, session: AsyncSession, summary_ids: list[str], merged_into: str
+    ) -> int:
+        statement = (
+            update(ConversationSummaryRow)
+            .where(
+                ConversationSummaryRow.id.in_(summary_ids),
+                ConversationSummaryRow.merged_into.is_(None),
+            )
+            .values(merged_into=merged_into)
+        )
+        result = await session.execute(statement)
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    # ---- long-term memories -------------------------------------------------------------
+    async def memories(
+        self, session: AsyncSession, tenant_id: str, user: str, *, active_only: bool = True
+    ) -> list[Memory]:
+        statement = select(Memory).where(Memory.tenant_id == tenant_id, Memory.user_id == user)
+        if active_only:
+            statement = statement.where(Memory.superseded_by.is_(None))
+        statement = statement.order_by(Memory.created_at, Memory.id)
+        return list((await session.execute(statement)).scalars())
+
+    async def memory_signature(
+        self, session: AsyncSession, tenant_id: str, user: str
+    ) -> tuple[int, datetime | None]:
+        """Changes whenever the user's active memories change (for retrieval caches)."""
+        statement = select(func.count(), func.max(Memory.updated_at)).where(
+            Memory.tenant_id == tenant_id,
+            Memory.user_id == user,
+            Memory.superseded_by.is_(None),
+        )
+        count, latest = (await session.execute(statement)).one()
+        return int(count), latest
+
+    async def memory(self, session: AsyncSession, tenant_id: str, memory_id: str) -> Memory | None:
+        statement = select(Memory).where(Memory.id == memory_id, Memory.tenant_id == tenant_id)
+        return (await session.execute(statement)).scalar_one_or_none()
+
+    async def supersede(
+        self,
+        session: AsyncSession,
+        tenant_id: str,
+        user: str,
+        memory_ids: list[str],
+        by: str,
+        when: datetime,
+    ) -> None:
+        statement = (
+            update(Memory)
+            .where(
+                Memory.tenant_id == tenant_id,
+                Memory.user_id == user,
+                Memory.id.in_(memory_ids),
+                Memory.id != by,
+                Memory.superseded_by.is_(None),
+            )
+            .values(superseded_by=by, updated_at=when)
+        )
+        await session.execute(statement)
+
+    async def delete_memory(self, session: AsyncSession, memory: Memory) -> None:
+        await session.delete(memory)
+
+    async def forget_user(self, session: AsyncSession, tenant_id: str, user: str) -> int:
+        statement = delete(Memory).where(Memory.tenant_id == tenant_id, Memory.user_id == user)
+        result = await session.execute(statement)
+        return int(getattr(result, "rowcount", 0) or 0)
+
+
+memory_repository = MemoryRepository()

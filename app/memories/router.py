@@ -1,0 +1,85 @@
+"""The memory API: list, add, delete one, forget a user; the caller's tenant only."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from app.core.state import AppState, get_state
+from app.db.models import Memory
+from app.keys.auth import CallerDep
+from app.memories.embeddings import EmbeddingFailed, embed
+from app.memories.schemas import MemoryCreate, MemoryDeleted, MemoryList, MemoryOut, UserForgotten
+from app.memories.service import NewMemory, memory_service
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+StateDep = Annotated[AppState, Depends(get_state)]
+UserQuery = Annotated[str, Query(min_length=1, max_length=200)]
+
+
+def _out(memory: Memory) -> MemoryOut:
+    return MemoryOut(
+        id=memory.id,
+        user=memory.user_id,
+        content=memory.content,
+        memory_type=memory.memory_type,
+        importance=memory.importance,
+        confidence=memory.confidence,
+        source=memory.source,
+        conversation_id=memory.conversation_id,
+        superseded_by=memory.superseded_by,
+        created_at=memory.created_at,
+        updated_at=memory.updated_at,
+    )
+
+
+@router.get("", response_model=MemoryList)
+async def list_memories(
+    caller: CallerDep, state: StateDep, user: UserQuery, include_superseded: bool = False
+) -> MemoryList:
+    async with state.database.reading() as session:
+        rows = await memory_service.list(
+            session, caller.tenant_id, user, include_superseded=include_superseded
+        )
+    return MemoryList(data=[_out(row) for row in rows])
+
+
+@router.post("", response_model=MemoryOut)
+async def add_memory(body: MemoryCreate, caller: CallerDep, state: StateDep) -> MemoryOut:
+    new = NewMemory(
+        content=body.content,
+        memory_type=body.memory_type,
+        importance=body.importance,
+        supersedes=tuple(body.supersedes),
+    )
+    model = state.settings.embedding_model
+    if model:
+        try:
+            new.embedding = (await embed(state, model, [body.content]))[0]
+            new.embedding_model = model
+        except EmbeddingFailed:
+            pass  # stored without a vector: retrieval falls back to BM25 for it
+    async with state.database.writing() as session:
+        memory, _ = await memory_service.add(
+            session,
+            caller.tenant_id,
+            body.user,
+            new,
+            dedupe_threshold=state.settings.memory_dedupe_similarity,
+        )
+    return _out(memory)
+
+
+@router.delete("/{memory_id}", response_model=MemoryDeleted)
+async def delete_memory(memory_id: str, caller: CallerDep, state: StateDep) -> MemoryDeleted:
+    async with state.database.writing() as session:
+        await memory_service.delete(session, caller.tenant_id, memory_id)
+    return MemoryDeleted(id=memory_id)
+
+
+@router.delete("", response_model=UserForgotten)
+async def forget_user(caller: CallerDep, state: StateDep, user: UserQuery) -> UserForgotten:
+    async with state.database.writing() as session:
+        deleted = await memory_service.forget(session, caller.tenant_id, user)
+    return UserForgotten(user=user, deleted=deleted)

@@ -1,0 +1,55 @@
+"""The memory domain's long-lived parts: compaction locks and the retrieval index cache."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from app.core.database import Database
+from app.core.settings import Settings
+from app.memories.locks import ConversationLocks
+
+__all__ = ["MemoryRuntime", "runtime_of"]
+
+_INDEX_CACHE_SIZE = 64
+
+
+class MemoryRuntime:
+    def __init__(self, settings: Settings, database: Database) -> None:
+        self._redis: Any | None = None
+        if settings.redis_url:
+            import redis.asyncio as redis_asyncio
+
+            self._redis = redis_asyncio.Redis.from_url(settings.redis_url)
+        self.locks = ConversationLocks(
+            redis=self._redis,
+            engine=database.engine,
+            use_advisory=settings.database_url.startswith("postgresql"),
+        )
+        # (tenant, user) -> (signature, index); a signature check per request keeps it honest.
+        self._indexes: OrderedDict[tuple[str, str], tuple[Any, Any]] = OrderedDict()
+
+    def cached_index(self, key: tuple[str, str], signature: Any) -> Any | None:
+        entry = self._indexes.get(key)
+        if entry is None or entry[0] != signature:
+            return None
+        self._indexes.move_to_end(key)
+        return entry[1]
+
+    def store_index(self, key: tuple[str, str], signature: Any, index: Any) -> None:
+        self._indexes[key] = (signature, index)
+        self._indexes.move_to_end(key)
+        while len(self._indexes) > _INDEX_CACHE_SIZE:
+            self._indexes.popitem(last=False)
+
+    async def aclose(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
+
+
+def runtime_of(state: Any) -> MemoryRuntime:
+    """The state's memory runtime, built on first use (the lifespan closes it)."""
+    if state.memory is None:
+        state.memory = MemoryRuntime(state.settings, state.database)
+    runtime: MemoryRuntime = state.memory
+    return runtime

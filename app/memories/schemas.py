@@ -1,0 +1,124 @@
+"""Shapes of the memory API and of what the summarizer and the extractor must return."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "MEMORY_TYPES",
+    "ExtractedMemory",
+    "ExtractionOutput",
+    "Fact",
+    "MemoryCreate",
+    "MemoryDeleted",
+    "MemoryList",
+    "MemoryOut",
+    "MemoryType",
+    "SummaryOut",
+    "SummaryOutput",
+    "UserForgotten",
+]
+
+MemoryType = Literal[
+    "fact",
+    "preference",
+    "decision",
+    "discovery",
+    "behavior",
+    "outcome",
+    "insight",
+    "error_lesson",
+    "note",
+]
+MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
+
+
+# ---- model outputs (validated; anything else is a failed call) ------------------------------
+class Fact(BaseModel):
+    fact: str = Field(min_length=1, max_length=2000)
+    type: MemoryType = "fact"
+    importance: int = Field(5, ge=1, le=10)
+    confidence: float = Field(0.8, ge=0, le=1)
+
+
+class SummaryOutput(BaseModel):
+    """The summarizer's answer for a compaction or a merge."""
+
+    episodic: str = Field(min_length=1, max_length=20_000)
+    facts: list[Fact] = Field(default_factory=list, max_length=100)
+
+
+class ExtractedMemory(BaseModel):
+    content: str = Field(min_length=1, max_length=2000)
+    memory_type: MemoryType = "fact"
+    importance: int = Field(5, ge=1, le=10)
+    supersedes: list[str] = Field(default_factory=list, max_length=20)
+
+
+class ExtractionOutput(BaseModel):
+    memories: list[ExtractedMemory] = Field(default_factory=list, max_length=50)
+
+
+# ---- API ------------------------------------------------------------------------------------
+class MemoryCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user: str = Field(min_length=1, max_length=200)
+    content: str = Field(min_length=1, max_length=8000)
+    memory_type: MemoryType = "note"
+    importance: int = Field(5, ge=1, le=10)
+    # Ids of memories this one replaces (they stay stored, marked superseded).
+    supersedes: list[str] = Field(default_factory=list, max_length=20)
+
+
+class MemoryOut(BaseModel):
+    id: str
+    object: Literal["memory"] = "memory"
+    user: str
+    content: str
+    memory_type: str
+    importance: int
+    confidence: float
+    source: str
+    conversation_id: str | None
+    superseded_by: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class MemoryList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[MemoryOut]
+
+
+class MemoryDeleted(BaseModel):
+    id: str
+    object: Literal["memory.deleted"] = "memory.deleted"
+    deleted: bool = True
+
+
+class UserForgotten(BaseModel):
+    user: str
+    object: Literal["memory.forgotten"] = "memory.forgotten"
+    deleted: int
+
+
+class SummaryOut(BaseModel):
+    """A compaction summary as GET /v1/conversations/{id} lists it."""
+
+    id: str
+    level: int
+    first_turn: int
+    last_turn: int
+    start_tokens: int
+    end_tokens: int
+    episodic: str
+    facts: list[dict[str, object]]
+    token_count: int
+    merged_into: str | None
+    model: str | None
+    cost: float
+    created_at: datetime
