@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -40,19 +42,39 @@ def _clean_message(exc: BaseException) -> str:
 
 
 def _response_headers(exc: BaseException) -> Any:
+    # litellm keeps the provider's headers apart; its `response` is a stub without them.
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers:
+        return headers
     response = getattr(exc, "response", None)
     return getattr(response, "headers", None) or {}
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
+    """Retry-After (seconds or an HTTP date) or retry-after-ms of the failed response."""
     headers = _response_headers(exc)
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    if not hasattr(headers, "get"):
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
     if value is None:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
         return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - datetime.now(UTC)).total_seconds())
 
 
 def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
