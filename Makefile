@@ -35,14 +35,15 @@ run: install
 # The real PostgreSQL and Redis servers the tests start on loopback. Installing needs root and
 # Debian's apt; where that cannot happen the tests that need them skip and say why.
 system-deps:
-	@if command -v redis-server >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-		echo "system-deps: postgresql and redis-server present"; \
+	@if command -v redis-server >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+		&& command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+		echo "system-deps: postgresql, redis-server, chromium and chromium-driver present"; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
-		echo "system-deps: installing postgresql and redis-server"; \
-		(apt-get update -qq && apt-get install -y -qq postgresql redis-server >/dev/null) \
-			|| echo "system-deps: apt-get failed; PostgreSQL/Redis tests will skip"; \
+		echo "system-deps: installing postgresql redis-server chromium chromium-driver"; \
+		(apt-get update -qq && apt-get install -y -qq postgresql redis-server chromium chromium-driver >/dev/null) \
+			|| echo "system-deps: apt-get failed; PostgreSQL/Redis/browser tests will skip"; \
 	else \
-		echo "system-deps: cannot install postgresql/redis-server (not root or no apt); their tests will skip"; \
+		echo "system-deps: cannot install postgresql/redis-server/chromium (not root or no apt); their tests will skip"; \
 	fi
 
 lint: install

@@ -24,6 +24,7 @@ from app.llm.client import LLMClient, RetryPolicy
 from app.llm.routing import ModelRouter, load_model_list
 from app.memories.router import router as memories_router
 from app.system.router import router as system_router
+from app.ui.router import install_ui
 
 __all__ = ["build_state", "create_app"]
 
@@ -101,4 +102,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(attachments_router)
     app.include_router(keys_router)
     app.include_router(system_router)
+    install_ui(app)
     return app

@@ -16,6 +16,7 @@ from app.inspect.views import (
     conversation_row,
     message_view,
     request_view,
+    scale_bars,
 )
 
 __all__ = ["InspectService", "MemoryUser", "Timeline"]
@@ -84,6 +85,7 @@ class InspectService:
                 request_view(row) for row in await repository.requests(session, conversation.id)
             ]
             summaries = await repository.summaries(session, conversation.id)
+        scale_bars(requests)
         totals = (len(requests), sum(request.total_cost for request in requests))
         return Timeline(
             conversation=conversation_row(conversation, *totals),

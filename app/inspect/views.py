@@ -19,6 +19,7 @@ __all__ = [
     "conversation_row",
     "message_view",
     "request_view",
+    "scale_bars",
 ]
 
 PARTS = ("system", "history", "artifacts", "memory", "current")
@@ -42,7 +43,7 @@ class ConversationRow:
 class Part:
     name: str
     tokens: int
-    percent: float  # of the request's input budget (or of what was sent, without a budget)
+    percent: float  # share of what this request sent
 
 
 @dataclass(slots=True)
@@ -103,6 +104,19 @@ class RequestView:
     compaction: dict[str, Any] | None
     memories_injected: list[dict[str, Any]]
     notes: list[str]
+    # Width of this request's bar relative to the largest request of its conversation.
+    bar_percent: float = 100.0
+
+    @property
+    def sent_tokens(self) -> int:
+        return sum(part.tokens for part in self.parts)
+
+    @property
+    def budget_percent(self) -> float:
+        """How full the input budget was."""
+        if not self.max_input_tokens:
+            return 0.0
+        return round(100.0 * self.tokens_used / self.max_input_tokens, 1)
 
     @property
     def fates(self) -> dict[str, int]:
@@ -173,7 +187,7 @@ def _int(value: Any) -> int:
 def _parts(utilization: dict[str, Any]) -> list[Part]:
     breakdown = utilization.get("breakdown") or {}
     tokens = {name: _int(breakdown.get(name)) for name in PARTS}
-    scale = max(_int(utilization.get("max_input_tokens")), sum(tokens.values()), 1)
+    scale = max(sum(tokens.values()), 1)
     return [Part(name, tokens[name], round(100.0 * tokens[name] / scale, 2)) for name in PARTS]
 
 
@@ -210,3 +224,10 @@ def request_view(row: RequestLog) -> RequestView:
         memories_injected=list(utilization.get("memories_injected") or []),
         notes=[str(note) for note in utilization.get("notes") or []],
     )
+
+
+def scale_bars(requests: list[RequestView]) -> None:
+    """Bars comparable within a conversation: the largest request spans the full width."""
+    largest = max((request.sent_tokens for request in requests), default=0)
+    for request in requests:
+        request.bar_percent = round(100.0 * request.sent_tokens / largest, 2) if largest else 0.0

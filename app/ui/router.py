@@ -1,0 +1,154 @@
+"""GET /ui …: conversations, one conversation's timeline, a user's memories (HTML)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from app.core.errors import NotFound
+from app.core.state import AppState, get_state
+from app.inspect.service import InspectService
+from app.inspect.views import PARTS
+from app.ui.auth import COOKIE, cookie_token, is_authorized, key_matches
+
+__all__ = ["install_ui", "router"]
+
+HERE = Path(__file__).resolve().parent
+templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.filters["money"] = lambda value: f"${float(value or 0):.6f}"
+templates.env.filters["when"] = lambda value: (
+    value.strftime("%Y-%m-%d %H:%M:%S") if hasattr(value, "strftime") else str(value or "")
+)
+templates.env.globals["PARTS"] = PARTS
+
+# Everything the page loads comes from here: no CDN, works offline.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+    response = templates.TemplateResponse(request, name, context, status_code=status_code)
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _guard(request: Request, state: AppState) -> Response | None:
+    """None when the caller may look; otherwise where to go instead."""
+    presented = request.query_params.get("key")
+    master = state.settings.master_key
+    if presented is not None and master is not None:
+        if not key_matches(state, presented):
+            return _page(request, "login.html", 401, error="Wrong key.", next=request.url.path)
+        query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "key"])
+        target = request.url.path + (f"?{query}" if query else "")
+        response = RedirectResponse(target, status_code=303)
+        _set_cookie(response, master.get_secret_value())
+        return response
+    if is_authorized(request, state):
+        return None
+    return _page(request, "login.html", 401, error=None, next=request.url.path)
+
+
+def _set_cookie(response: Response, master_key: str) -> None:
+    response.set_cookie(
+        COOKIE, cookie_token(master_key), httponly=True, samesite="strict", path="/ui"
+    )
+
+
+@router.get("", response_class=HTMLResponse)
+async def conversations_page(
+    request: Request,
+    state: StateDep,
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> Response:
+    if (redirect := _guard(request, state)) is not None:
+        return redirect
+    size = 50
+    rows = await InspectService(state.database).conversations(
+        None, limit=size + 1, offset=(page - 1) * size
+    )
+    return _page(
+        request,
+        "conversations.html",
+        conversations=rows[:size],
+        page=page,
+        has_more=len(rows) > size,
+    )
+
+
+@router.get("/conversations/{conversation_id}", response_class=HTMLResponse)
+async def conversation_page(request: Request, state: StateDep, conversation_id: str) -> Response:
+    if (redirect := _guard(request, state)) is not None:
+        return redirect
+    try:
+        timeline = await InspectService(state.database).timeline(None, conversation_id)
+    except NotFound as exc:
+        return _page(request, "error.html", 404, message=exc.message)
+    return _page(request, "conversation.html", timeline=timeline)
+
+
+@router.get("/memories", response_class=HTMLResponse)
+async def memories_page(
+    request: Request,
+    state: StateDep,
+    user: Annotated[str | None, Query(max_length=200)] = None,
+    tenant: Annotated[str | None, Query(max_length=64)] = None,
+) -> Response:
+    if (redirect := _guard(request, state)) is not None:
+        return redirect
+    service = InspectService(state.database)
+    users = await service.memory_users(None)
+    memories = await service.memories(tenant, user) if user else None
+    return _page(request, "memories.html", users=users, user=user, tenant=tenant, memories=memories)
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_page(request: Request, next: str = "/ui") -> Response:
+    return _page(request, "login.html", error=None, next=_safe_next(next))
+
+
+@router.post("/login")
+async def login(
+    request: Request,
+    state: StateDep,
+    key: Annotated[str, Form(max_length=500)],
+    next: Annotated[str, Form(max_length=500)] = "/ui",
+) -> Response:
+    master = state.settings.master_key
+    if master is None:
+        return RedirectResponse(_safe_next(next), status_code=303)
+    if not key_matches(state, key):
+        return _page(request, "login.html", 401, error="Wrong key.", next=_safe_next(next))
+    response = RedirectResponse(_safe_next(next), status_code=303)
+    _set_cookie(response, master.get_secret_value())
+    return response
+
+
+@router.get("/logout")
+async def logout() -> Response:
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/ui")
+    return response
+
+
+def _safe_next(target: str) -> str:
+    """Only paths of the inspector itself: no open redirect."""
+    return target if target.startswith("/ui") and "//" not in target else "/ui"
+
+
+def install_ui(app: FastAPI) -> None:
+    app.include_router(router)
+    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
