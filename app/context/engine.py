@@ -253,19 +253,25 @@ class _Engine:
 
 def _replace_tool_messages(
     messages: list[ConversationMessage], processed: dict[int, str], engine: _Engine
-) -> tuple[list[ConversationMessage], int]:
-    """Copies of ``messages`` whose tool results carry their processed content."""
+) -> tuple[list[ConversationMessage], int, int]:
+    """Copies of ``messages`` whose tool results carry their processed content.
+
+    Returns the copies, the processed messages' tokens and the tokens saved. Later messages'
+    positions move back by what was saved, so the history fit sees the processed sizes.
+    """
     out: list[ConversationMessage] = []
-    tokens = 0
+    tokens = saved = 0
     for message in messages:
         content = processed.get(message.sequence_number) if message.role == "tool" else None
+        update: dict[str, object] = {"start_tokens": message.start_tokens - saved}
         if content is not None:
-            updated = {"role": "tool", "content": content, "tool_call_id": message.tool_call_id}
-            count = engine.state.tokens.count_message(updated, engine.request.model)
-            message = message.model_copy(update={"content": content, "token_count": count})
+            sent = {"role": "tool", "content": content, "tool_call_id": message.tool_call_id}
+            count = engine.state.tokens.count_message(sent, engine.request.model)
+            update |= {"content": content, "token_count": count}
             tokens += count
-        out.append(message)
-    return out, tokens
+            saved += max(0, message.token_count - count)
+        out.append(message.model_copy(update=update) if content is not None or saved else message)
+    return out, tokens, saved
 
 
 def _place_block(
@@ -328,8 +334,9 @@ async def apply_context_engine(
             pieces.append(piece)
         else:
             processed[int(outcome.artifact.metadata["sequence_number"])] = piece
-    window.current, current_tokens = _replace_tool_messages(window.current, processed, engine)
-    window.history, _ = _replace_tool_messages(window.history, processed, engine)
+    window.current, current_tokens, _ = _replace_tool_messages(window.current, processed, engine)
+    window.history, _, saved = _replace_tool_messages(window.history, processed, engine)
+    window.region_end -= saved
     block = context_block(pieces)
     block_tokens = 0
     if block is not None:
