@@ -11,6 +11,7 @@ import typer
 
 from app.commands.conversations import conversations_app
 from app.commands.doctor import doctor
+from app.commands.keys import keys_app
 from app.core.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -19,6 +20,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(keys_app, name="keys")
 app.add_typer(conversations_app, name="conversations")
 app.command()(doctor)
 
