@@ -12,6 +12,7 @@ from app.cache.factory import build_summary_cache
 from app.chat.router import router as chat_router
 from app.context.tokens import TokenCounter
 from app.conversations.router import router as conversations_router
+from app.core.access_log import AccessLogMiddleware
 from app.core.database import create_database
 from app.core.errors import install_error_handlers
 from app.core.limits import BodySizeLimitMiddleware
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(AccessLogMiddleware)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(chat_router)
     app.include_router(conversations_router)
