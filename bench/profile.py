@@ -1,0 +1,92 @@
+"""Profile contextgate's hot path in-process with pyinstrument:
+
+    python -m bench.profile [--requests 300] [--stream] [--html out.html]
+
+Starts the fake upstream, builds the app on a fresh SQLite file, continues one conversation
+for ``--requests`` small turns through the ASGI app, and prints pyinstrument's call tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import app  # noqa: F401  (offline defaults before litellm is imported)
+
+args_show_all = False
+
+
+async def drive(base_url: str, db_url: str, requests: int, stream: bool, html: str | None) -> None:
+    import httpx
+    from pyinstrument import Profiler
+
+    from app.cli import run_migrations
+    from app.core.settings import Settings
+    from app.main import create_app
+
+    await asyncio.to_thread(run_migrations, db_url)
+    settings = Settings(
+        database_url=db_url,
+        upstream_base_url=base_url,
+        upstream_api_key="sk-bench",
+        max_retries=0,
+        log_level="WARNING",
+        _env_file=None,  # type: ignore[call-arg]
+    )
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://cg/v1") as client:
+            body = {"model": "bench-model", "messages": [{"role": "user", "content": "hi"}]}
+            first = (await client.post("/chat/completions", json=body)).json()
+            conversation_id = first["conversation_id"]
+            for index in range(20):  # warm-up
+                body = {
+                    "model": "bench-model",
+                    "conversation_id": conversation_id,
+                    "messages": [{"role": "user", "content": f"warm {index}"}],
+                }
+                (await client.post("/chat/completions", json=body)).raise_for_status()
+            profiler = Profiler(async_mode="enabled", interval=0.0005)
+            started = time.perf_counter()
+            profiler.start()
+            for index in range(requests):
+                body = {
+                    "model": "bench-model",
+                    "conversation_id": conversation_id,
+                    "stream": stream,
+                    "messages": [{"role": "user", "content": f"hello turn {index}"}],
+                }
+                response = await client.post("/chat/completions", json=body)
+                response.raise_for_status()
+            profiler.stop()
+            elapsed = time.perf_counter() - started
+    print(f"{requests} requests in {elapsed:.2f} s: {elapsed / requests * 1000:.2f} ms each")
+    if html:
+        Path(html).write_text(profiler.output_html())
+    print(profiler.output_text(unicode=False, color=False, show_all=args_show_all))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile")
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--html")
+    parser.add_argument("--all", action="store_true", help="show library frames too")
+    args = parser.parse_args(argv)
+    global args_show_all
+    args_show_all = args.all
+    from tests.fake_upstream import FakeUpstream
+
+    with FakeUpstream() as fake, tempfile.TemporaryDirectory() as tmp:
+        db_url = f"sqlite+aiosqlite:///{tmp}/profile.db"
+        asyncio.run(drive(fake.base_url, db_url, args.requests, args.stream, args.html))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

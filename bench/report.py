@@ -1,0 +1,172 @@
+"""Turn bench.run's results into the markdown table (printed, and recorded in README.md)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+START = "<!-- speed-results:start (written by python -m bench.run --record) -->"
+END = "<!-- speed-results:end -->"
+SECTION = "## Speed and scale"
+
+
+def _median(runs: list[dict[str, Any]], *path: str) -> float:
+    values = []
+    for run in runs:
+        value: Any = run
+        for key in path:
+            value = value[key]
+        values.append(float(value))
+    return statistics.median(values) if values else math.nan
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:.{digits}f}"
+
+
+def _verdict(ok: bool | None) -> str:
+    return "—" if ok is None else ("yes" if ok else "**no**")
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
+
+
+def render(results: dict[str, Any]) -> str:
+    info = results["machine"]
+    direct = results["direct"]["runs"]
+    cg = results["contextgate"]
+    ll = results.get("litellm")
+    lines: list[str] = []
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = info["load_before"]
+    lines.append(
+        f"Run {when}, `python -m bench.run{' --quick' if results['mode'] == 'quick' else ''}` "
+        f"({results['plan']['rounds']} interleaved round(s), median of rounds); machine: "
+        f"{info['nproc']} CPUs ({info['cpu']}), {info['ram_gib']} GiB RAM, Python "
+        f"{info['python']}; load average before {load[0]:.2f}, after "
+        f"{results['load_after'][0]:.2f} (a shared machine: read ratios, not absolutes)."
+    )
+    lines.append("")
+
+    def p(runs: list[dict[str, Any]], key: str, q: str = "p50") -> float:
+        return _median(runs[key], "latency_ms", q) if key in runs else math.nan
+
+    def added(runs: list[dict[str, Any]], key: str, q: str) -> float:
+        return p(runs, key, q) - p(direct, key, q)
+
+    rows: list[tuple[str, str, str, str, str, str]] = []
+    cg_runs = cg["runs"]
+    ll_runs = ll["runs"] if ll else {}
+    cg_added = added(cg_runs, "c1", "p50")
+    ll_added = added(ll_runs, "c1", "p50") if ll else math.nan
+    ratio = _ratio(cg_added, ll_added)
+    rows.append(("added latency p50, concurrency 1 (ms)", _fmt(cg_added, 2), _fmt(ll_added, 2),
+                 _fmt(ratio, 2), "≤ 0.5 ×", _verdict(None if math.isnan(ratio) else ratio <= 0.5)))  # fmt: skip
+    cg_tp = _median(cg_runs["c32"], "throughput_rps")
+    ll_tp = _median(ll_runs["c32"], "throughput_rps") if ll else math.nan
+    ratio = _ratio(cg_tp, ll_tp)
+    rows.append(("throughput, concurrency 32 (req/s)", _fmt(cg_tp), _fmt(ll_tp), _fmt(ratio, 2),
+                 "≥ 2 ×", _verdict(None if math.isnan(ratio) else ratio >= 2)))  # fmt: skip
+    cg_ttfb = _median(cg_runs["stream_c8"], "ttfb_ms", "p50")
+    ll_ttfb = _median(ll_runs["stream_c8"], "ttfb_ms", "p50") if ll else math.nan
+    ratio = _ratio(cg_ttfb, ll_ttfb)
+    rows.append(("streaming TTFB p50, concurrency 8 (ms)", _fmt(cg_ttfb, 2), _fmt(ll_ttfb, 2),
+                 _fmt(ratio, 2), "≤ 0.25 ×", _verdict(None if math.isnan(ratio) else ratio <= 0.25)))  # fmt: skip
+    cg_rss = cg["peak_rss_mib"]
+    ll_rss = ll["peak_rss_mib"] if ll else math.nan
+    ratio = _ratio(cg_rss, ll_rss)
+    rows.append(("peak RSS under that load (MiB)", _fmt(cg_rss, 0), _fmt(ll_rss, 0), _fmt(ratio, 2),
+                 "≤ 0.6 ×", _verdict(None if math.isnan(ratio) else ratio <= 0.6)))  # fmt: skip
+    rows.append(("idle RSS after start (MiB)", _fmt(cg["idle_rss_mib"], 0),
+                 _fmt(ll["idle_rss_mib"], 0) if ll else "—", "—", "—", "—"))  # fmt: skip
+    rows.append(("ready to serve: spawn → first answer (s)", _fmt(cg["ready_s"], 2),
+                 _fmt(ll["ready_s"], 2) if ll else "—", "—", "≤ 3 s", _verdict(cg["ready_s"] <= 3)))  # fmt: skip
+    curve = (results.get("curve") or {}).get("sqlite")
+    if curve:
+        by_size = {row["stored"]: row for row in curve}
+        if 100 in by_size and 10_000 in by_size:
+            ratio = _ratio(by_size[10_000]["prepare_ms"], by_size[100]["prepare_ms"])
+            rows.append(("context assembly, 10,000 vs 100 stored messages",
+                         f"{_fmt(by_size[10_000]['prepare_ms'], 2)} vs {_fmt(by_size[100]['prepare_ms'], 2)} ms",
+                         "—", _fmt(ratio, 2), "≤ 2 ×", _verdict(ratio <= 2)))  # fmt: skip
+            counts = {row["statements"] for row in curve}
+            rows.append(("SQL statements per request, 10 … 10,000 stored",
+                         " / ".join(str(row["statements"]) for row in curve), "—", "—",
+                         "constant", _verdict(len(counts) == 1)))  # fmt: skip
+    workers = results.get("workers")
+    if workers:
+        w1 = _median(workers["w1"], "throughput_rps")
+        w2 = _median(workers["w2"], "throughput_rps")
+        ratio = _ratio(w2, w1)
+        rows.append(("`--workers 2` vs 1, concurrency 32 (req/s)", f"{_fmt(w2)} vs {_fmt(w1)}",
+                     "—", _fmt(ratio, 2), "≥ 1.7 ×", _verdict(ratio >= 1.7)))  # fmt: skip
+
+    lines.append("| goal (issue 6) | contextgate | LiteLLM proxy | ratio | goal | met |")
+    lines.append("|---|---|---|---|---|---|")
+    lines.extend("| " + " | ".join(row) + " |" for row in rows)
+    lines.append("")
+
+    lines.append("Added latency versus calling the fake upstream directly (issue 2), ms:")
+    lines.append("")
+    lines.append("| | direct p50 | direct p99 | contextgate +p50 | contextgate +p99 "
+                 "| LiteLLM proxy +p50 | LiteLLM proxy +p99 |")  # fmt: skip
+    lines.append("|---|---|---|---|---|---|---|")
+    for key, label in (("c1", "concurrency 1"), ("c32", "concurrency 32")):
+        lines.append(
+            f"| {label} | {_fmt(p(direct, key), 2)} | {_fmt(p(direct, key, 'p99'), 2)} "
+            f"| {_fmt(added(cg_runs, key, 'p50'), 2)} | {_fmt(added(cg_runs, key, 'p99'), 2)} "
+            f"| {_fmt(added(ll_runs, key, 'p50'), 2) if ll else '—'} "
+            f"| {_fmt(added(ll_runs, key, 'p99'), 2) if ll else '—'} |"
+        )
+    lines.append("")
+    cpu = _median(cg_runs["c32"], "client_cpu_s") / max(_median(cg_runs["c32"], "elapsed_s"), 1e-9)
+    lines.append(
+        f"Load generator (httpx, its own process) used {cpu:.0%} of a core during contextgate's "
+        "concurrency-32 run: on 2 cores it competes with the server, for every target alike."
+    )
+    if curve:
+        lines.append("")
+        lines.append("Context assembly against stored history (SQLite; `prepare()` = resolve, "
+                     "count, load the window, context engine, assemble; median):")  # fmt: skip
+        lines.append("")
+        lines.append("| stored messages | prepare (ms) | whole request in-process (ms) "
+                     "| messages sent | SQL statements |")  # fmt: skip
+        lines.append("|---|---|---|---|---|")
+        for row in curve:
+            lines.append(
+                f"| {row['stored']:,} | {_fmt(row['prepare_ms'], 2)} | {_fmt(row['request_ms'], 2)} "
+                f"| {row['sent_messages']} | {row['statements']} |"
+            )
+        lines.append("")
+        lines.append("![history curve](history_curve.png)")
+    return "\n".join(lines)
+
+
+INTRO = """# Benchmarks
+
+`make bench` (= `python -m bench.run`) sets up everything it needs on loopback and prints its
+tables; sections below hold the latest recorded results of each area.
+"""
+
+
+def record(readme: Path, markdown: str) -> None:
+    """Replace the generated block inside `## Speed and scale` (other sections untouched)."""
+    text = readme.read_text() if readme.exists() else INTRO
+    block = f"{START}\n{markdown}\n{END}"
+    if START in text and END in text:
+        text = re.sub(
+            re.escape(START) + r".*?" + re.escape(END), lambda _m: block, text, flags=re.S
+        )
+    elif SECTION in text:
+        head, tail = text.split(SECTION, 1)
+        text = f"{head}{SECTION}\n\n{block}\n{tail.lstrip(chr(10))}"
+    else:
+        text = text.rstrip("\n") + f"\n\n{SECTION}\n\n{block}\n"
+    readme.write_text(text)

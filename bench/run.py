@@ -1,0 +1,273 @@
+"""``python -m bench.run [--quick] [--record] [--no-litellm] [--no-workers]``: the speed goals.
+
+Sets up everything itself on loopback: the fake upstream (tests/fake_upstream), contextgate
+(``contextgate serve``, one worker, SQLite in bench/.work/), LiteLLM proxy 1.106 from the
+package registry in a throwaway venv (bench/.work/litellm-venv; no database, no master key,
+one worker) and, for the scale-out figure, contextgate with ``--workers 2``. Load comes from
+``python -m bench.load`` (httpx, its own process). Every scenario runs against every target
+side by side, in ``--rounds`` interleaved rounds (median of rounds), so machine noise hits all
+alike. Prints one table of the goals as ratios, issue 2's figures, the history-length curve
+(PNG: bench/history_curve.png); ``--record`` writes them into bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.services import (
+    WORK,
+    Contextgate,
+    LiteLLMProxy,
+    RssSampler,
+    Service,
+    ensure_litellm,
+    rss_mib,
+)
+
+BENCH = Path(__file__).resolve().parent
+SIZES = [10, 100, 1_000, 10_000]
+TURNS_PER_CONVERSATION = 25  # small conversations: ~50 stored messages at most
+
+
+@dataclass
+class Plan:
+    rounds: int
+    c1_requests: int
+    c32_requests: int
+    stream_requests: int
+    duration_s: float
+    assembly_repeats: int
+
+
+FULL = Plan(rounds=3, c1_requests=300, c32_requests=2400, stream_requests=800, duration_s=15.0,
+            assembly_repeats=7)  # fmt: skip
+QUICK = Plan(rounds=1, c1_requests=120, c32_requests=800, stream_requests=240, duration_s=8.0,
+             assembly_repeats=3)  # fmt: skip
+
+
+@dataclass
+class Target:
+    name: str
+    url: str
+    conversation: bool
+    service: Service | None = None
+    sampler: RssSampler | None = None
+    idle_rss: float = float("nan")
+    results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def run_load(target: Target, concurrency: int, requests: int, duration: float,
+             *, stream: bool = False) -> dict[str, Any]:  # fmt: skip
+    command = [
+        sys.executable, "-m", "bench.load", "--url", target.url,
+        "--concurrency", str(concurrency), "--requests", str(requests),
+        "--duration", str(duration), "--warmup", "10",
+    ]  # fmt: skip
+    if stream:
+        command.append("--stream")
+    if target.conversation:
+        command += ["--conversation", "--turns-per-conversation", str(TURNS_PER_CONVERSATION)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=duration * 4 + 120)
+    if done.returncode != 0:
+        raise RuntimeError(f"load against {target.name} failed: {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    if result["errors"]:
+        print(f"  ! {target.name}: {result['errors']} errors, last: {result['last_error']}")
+    return result
+
+
+SCENARIOS: list[tuple[str, int, bool]] = [
+    ("c1", 1, False),
+    ("c32", 32, False),
+    ("stream_c8", 8, True),
+]
+
+
+def scenario_requests(plan: Plan, key: str) -> int:
+    return {"c1": plan.c1_requests, "c32": plan.c32_requests}.get(key, plan.stream_requests)
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram_gib = float("nan")
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                ram_gib = int(line.split()[1]) / 1024 / 1024
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "ram_gib": round(ram_gib, 1),
+        "python": platform.python_version(),
+        "load_before": os.getloadavg(),
+    }
+
+
+def median_of(rounds: list[dict[str, Any]], *path: str) -> float:
+    values = []
+    for result in rounds:
+        value: Any = result
+        for key in path:
+            value = value[key]
+        values.append(float(value))
+    return statistics.median(values) if values else float("nan")
+
+
+def measure_targets(targets: list[Target], plan: Plan) -> None:
+    for round_index in range(plan.rounds):
+        for key, concurrency, stream in SCENARIOS:
+            for target in targets:
+                result = run_load(
+                    target, concurrency, scenario_requests(plan, key), plan.duration_s,
+                    stream=stream,
+                )  # fmt: skip
+                target.results.setdefault(key, []).append(result)
+                print(
+                    f"  round {round_index + 1} {key:<9} {target.name:<14} "
+                    f"p50 {result['latency_ms']['p50']:7.2f} ms  "
+                    f"ttfb {result['ttfb_ms']['p50']:7.2f} ms  "
+                    f"{result['throughput_rps']:7.1f} req/s",
+                    flush=True,
+                )
+
+
+def start(service: Service, name: str) -> Service:
+    print(f"starting {name} ...", flush=True)
+    service.start()
+    print(f"  ready in {service.ready_s:.2f} s, RSS {rss_mib(service.pid):.0f} MiB", flush=True)
+    return service
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer requests, one round")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (median is reported)")
+    parser.add_argument("--record", action="store_true", help="write bench/README.md")
+    parser.add_argument("--no-litellm", action="store_true", help="skip LiteLLM proxy")
+    parser.add_argument("--no-workers", action="store_true", help="skip the --workers 2 run")
+    parser.add_argument("--no-curve", action="store_true", help="skip the history curve")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.rounds:
+        plan.rounds = args.rounds
+    WORK.mkdir(parents=True, exist_ok=True)
+    logs = Path(tempfile.mkdtemp(prefix="run-", dir=WORK))
+    info = machine()
+    print(f"machine: {info['nproc']} CPUs, {info['cpu']}, {info['ram_gib']} GiB; "
+          f"load {info['load_before'][0]:.2f}; logs in {logs}")  # fmt: skip
+    if not args.no_litellm:
+        with open(logs / "litellm-install.log", "ab") as install_log:
+            ensure_litellm(install_log)
+    started = time.perf_counter()
+    from tests.fake_upstream import FakeUpstream
+
+    results: dict[str, Any] = {"machine": info, "plan": plan.__dict__, "mode": "quick" if args.quick else "full"}  # fmt: skip
+    with FakeUpstream() as fake:
+        direct = Target("direct", fake.base_url, conversation=False)
+        services: list[Service] = []
+        try:
+            contextgate = start(
+                Contextgate(logs, fake.base_url, f"sqlite+aiosqlite:///{logs}/contextgate.db"),
+                "contextgate (1 worker)",
+            )
+            services.append(contextgate)
+            cg = Target("contextgate", contextgate.base_url, True, contextgate)
+            targets = [direct, cg]
+            if not args.no_litellm:
+                proxy = start(LiteLLMProxy(logs, fake.base_url), "LiteLLM proxy (1 worker)")
+                services.append(proxy)
+                targets.append(Target("litellm", proxy.base_url, False, proxy))
+            for target in targets:
+                if target.service is not None:
+                    target.idle_rss = rss_mib(target.service.pid)
+                    target.sampler = RssSampler(target.service.pid).__enter__()
+            measure_targets(targets, plan)
+            for target in targets:
+                if target.sampler is not None:
+                    target.sampler.__exit__(None, None, None)
+            for target in targets:
+                results[target.name] = {
+                    "ready_s": target.service.ready_s if target.service else None,
+                    "idle_rss_mib": target.idle_rss,
+                    "peak_rss_mib": target.sampler.peak if target.sampler else None,
+                    "runs": target.results,
+                }
+        finally:
+            for service in services:
+                service.stop()
+        if not args.no_workers:
+            results["workers"] = measure_workers(logs, fake.base_url, plan)
+        if not args.no_curve:
+            results["curve"] = measure_curve(logs, fake.base_url, plan)
+    results["elapsed_s"] = time.perf_counter() - started
+    results["load_after"] = os.getloadavg()
+    (WORK / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    markdown = report.render(results)
+    print()
+    print(markdown)
+    if args.record:
+        report.record(BENCH / "README.md", markdown)
+        print(f"recorded in {BENCH / 'README.md'}")
+    return 0
+
+
+def measure_workers(logs: Path, upstream: str, plan: Plan) -> dict[str, Any]:
+    """Throughput at concurrency 32 with --workers 1 and --workers 2, interleaved."""
+    print("workers: 1 vs 2 at concurrency 32", flush=True)
+    out: dict[str, Any] = {"w1": [], "w2": []}
+    one = Contextgate(logs, upstream, f"sqlite+aiosqlite:///{logs}/workers1.db", workers=1)
+    two = Contextgate(logs, upstream, f"sqlite+aiosqlite:///{logs}/workers2.db", workers=2)
+    try:
+        start(one, "contextgate --workers 1")
+        start(two, "contextgate --workers 2")
+        time.sleep(1.0)  # both workers of the second one have started
+        for _ in range(plan.rounds):
+            for key, service in (("w1", one), ("w2", two)):
+                target = Target(key, service.base_url, True, service)
+                result = run_load(target, 32, plan.c32_requests, plan.duration_s)
+                out[key].append(result)
+                print(f"  {key}: {result['throughput_rps']:.1f} req/s", flush=True)
+    finally:
+        one.stop()
+        two.stop()
+    return out
+
+
+def measure_curve(logs: Path, upstream: str, plan: Plan) -> dict[str, Any]:
+    from bench.assembly import measure, plot
+
+    print("history curve: context assembly vs stored messages", flush=True)
+    rows = asyncio.run(
+        measure(upstream, f"sqlite+aiosqlite:///{logs}/curve.db", SIZES, plan.assembly_repeats)
+    )
+    for row in rows:
+        print(f"  {row['stored']:>6} stored: prepare {row['prepare_ms']:.2f} ms, "
+              f"request {row['request_ms']:.2f} ms, {row['statements']} statements")  # fmt: skip
+    plot(rows, BENCH / "history_curve.png", "contextgate: time vs stored history (SQLite)")
+    return {"sqlite": rows}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""A request costs a constant number of SQL statements, whatever the conversation's length.
+
+Counted with SQLAlchemy's ``before_cursor_execute`` event on the app's own engine (a count,
+not a timing), on SQLite and on PostgreSQL: continuing a conversation of 10 stored messages
+and one of 2,000 must issue exactly the same statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from sqlalchemy import event
+
+from app.conversations.messages import ConversationMessage
+from app.conversations.service import conversation_service
+from app.core.settings import Settings
+from app.main import create_app
+from tests.fake_upstream import FakeUpstream
+
+TENANT = "default"  # no master key: every caller is the default tenant
+WARM_TURNS = 6  # a 2,000-message conversation is compacted within 4 turns
+SUMMARY = '{"episodic": "They talked about stored messages.", "facts": []}'
+
+
+async def _seed(state: Any, count: int) -> str:
+    from app.db.models import new_id
+
+    conversation_id = new_id("conv")
+    messages = []
+    for index in range(count):
+        role = "system" if index == 0 else ("user" if index % 2 else "assistant")
+        data = {"role": role, "content": f"stored message number {index} " * 8}
+        messages.append(
+            ConversationMessage(**data, token_count=state.tokens.count_message(data, "fake-model"))
+        )
+    async with state.database.writing() as session:
+        await conversation_service.append(
+            session, TENANT, conversation_id, messages, model="fake-model"
+        )
+    return conversation_id
+
+
+async def _statements_per_turn(settings: Settings, sizes: list[int]) -> dict[int, list[str]]:
+    """The SQL (first words) one continuing request issues, per stored-history size."""
+    application = create_app(settings)
+    seen: dict[int, list[str]] = {}
+    async with application.router.lifespan_context(application):
+        state = application.state.contextgate
+        engine = state.database.engine.sync_engine
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://cg") as client:
+            for size in sizes:
+                conversation_id = await _seed(state, size)
+                for turn in range(WARM_TURNS + 1):  # the last is counted: compaction caught up
+                    statements: list[str] = []
+
+                    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+                        statements.append(" ".join(statement.split()[:3]))  # noqa: B023
+
+                    event.listen(engine, "before_cursor_execute", count)
+                    try:
+                        response = await client.post(
+                            "/v1/chat/completions",
+                            json={
+                                "model": "fake-model",
+                                "conversation_id": conversation_id,
+                                "messages": [{"role": "user", "content": f"turn {turn}"}],
+                            },
+                        )
+                    finally:
+                        event.remove(engine, "before_cursor_execute", count)
+                    assert response.status_code == 200, response.text
+                seen[size] = statements
+    return seen
+
+
+async def test_round_trips_do_not_grow_with_history(
+    make_settings: Callable[..., Settings], database_url: str, fake_upstream: FakeUpstream
+) -> None:
+    # A summarizer that answers, so that a long conversation is compacted once and then stays
+    # compacted (an unanswered compaction is retried on every request by design).
+    fake_upstream.script("fake-summarizer", [SUMMARY] * 200)
+    settings = make_settings(
+        database_url=database_url,
+        summarizer_model="fake-summarizer",
+        memory_extraction_mode="off",
+    )
+    seen = await _statements_per_turn(settings, [10, 2_000])
+    assert len(seen[10]) == len(seen[2_000]), (seen[10], seen[2_000])
+    assert seen[10] == seen[2_000]
+    assert 0 < len(seen[10]) <= 16  # resolve, window, one write transaction, request log
