@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.errors import BadRequest, PayloadTooLarge, error_response
@@ -16,15 +17,20 @@ if TYPE_CHECKING:
 __all__ = ["BodySizeLimitMiddleware", "check_chat_limits"]
 
 
-class _TooLarge(Exception):
-    pass
+def _message(limit: int) -> str:
+    return f"Request body is larger than the limit of {limit} bytes (CONTEXTGATE_MAX_BODY_BYTES)."
+
+
+class _TooLarge(HTTPException):
+    """Raised from receive(): FastAPI lets an HTTPException from there through unchanged, and
+    the error handlers turn it into OpenAI's envelope (413, code payload_too_large)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(status_code=413, detail=_message(limit))
 
 
 def _too_large(limit: int) -> PayloadTooLarge:
-    return PayloadTooLarge(
-        f"Request body is larger than the limit of {limit} bytes (CONTEXTGATE_MAX_BODY_BYTES).",
-        code="request_too_large",
-    )
+    return PayloadTooLarge(_message(limit))
 
 
 class BodySizeLimitMiddleware:
@@ -56,7 +62,7 @@ class BodySizeLimitMiddleware:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise _TooLarge
+                    raise _TooLarge(self.max_bytes)
             return message
 
         async def tracking_send(message: Message) -> None:
