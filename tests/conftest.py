@@ -4,6 +4,8 @@ the fake upstream in a subprocess, contextgate itself in-process (ASGI) or as a 
 from __future__ import annotations
 
 import asyncio
+import os
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,13 +54,28 @@ def sqlite_url(tmp_path: Path) -> str:
     return url
 
 
+# `CONTEXTGATE_TEST_BACKEND=postgres` runs the in-process and end-to-end tests (make_settings,
+# client, start_proxy) on the suite's PostgreSQL instead of SQLite files (`make test` does).
+TEST_BACKEND = os.environ.get("CONTEXTGATE_TEST_BACKEND", "").strip().lower() or "sqlite"
+
+
 @pytest.fixture
-def make_settings(fake_upstream: FakeUpstream, sqlite_url: str) -> Callable[..., Settings]:
-    """Settings for an in-process app: a migrated SQLite file and the fake upstream."""
+def app_database_url(request: pytest.FixtureRequest) -> str:
+    """The migrated database in-process apps use: SQLite, or PostgreSQL (TEST_BACKEND)."""
+    if TEST_BACKEND == "postgres":
+        url = str(request.getfixturevalue("postgres_database_url"))
+        run_migrations(url)
+        return url
+    return str(request.getfixturevalue("sqlite_url"))
+
+
+@pytest.fixture
+def make_settings(fake_upstream: FakeUpstream, app_database_url: str) -> Callable[..., Settings]:
+    """Settings for an in-process app: a migrated database (SQLite file) and the fake upstream."""
 
     def build(**overrides: Any) -> Settings:
         values: dict[str, Any] = {
-            "database_url": sqlite_url,
+            "database_url": app_database_url,
             "upstream_base_url": fake_upstream.base_url,
             "max_retries": 0,
             "_env_file": None,
@@ -101,14 +118,31 @@ async def client(
 
 @pytest.fixture
 def start_proxy(
-    tmp_path: Path, fake_upstream: FakeUpstream
+    tmp_path: Path, fake_upstream: FakeUpstream, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., ContextgateServer]]:
-    """Start ``contextgate serve`` as a subprocess; every one started is stopped afterwards."""
+    """Start ``contextgate serve`` as a subprocess; every one started is stopped afterwards.
+
+    All the servers of one test share one database (restarts keep their data): a SQLite file,
+    or a PostgreSQL database of its own when CONTEXTGATE_TEST_BACKEND=postgres.
+    """
     servers: list[ContextgateServer] = []
+    proxy_database: list[str] = []
+    drops: list[Callable[[], None]] = []
+
+    def database() -> str:
+        if not proxy_database:
+            if TEST_BACKEND == "postgres":
+                pg = request.getfixturevalue("postgres_server")
+                name = f"cg_proxy_{uuid.uuid4().hex[:16]}"
+                proxy_database.append(pg.create_database(name))
+                drops.append(lambda: pg.drop_database(name))
+            else:
+                proxy_database.append(f"sqlite+aiosqlite:///{tmp_path / 'proxy.db'}")
+        return proxy_database[0]
 
     def start(env: dict[str, str] | None = None, **kwargs: Any) -> ContextgateServer:
         values = {
-            "CONTEXTGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'proxy.db'}",
+            "CONTEXTGATE_DATABASE_URL": database(),
             "CONTEXTGATE_UPSTREAM_BASE_URL": fake_upstream.base_url,
             "CONTEXTGATE_MAX_RETRIES": "0",
         }
@@ -122,6 +156,8 @@ def start_proxy(
     yield start
     for server in servers:
         server.stop()
+    for drop in drops:
+        drop()
 
 
 def pytest_configure(config: pytest.Config) -> None:
