@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 from tests.fake_upstream import FakeUpstream
@@ -49,3 +51,153 @@ async def test_full_history_client_continues_one_conversation(
     assert [m["sequence_number"] for m in stored["messages"]] == [0, 1, 2, 3, 4]
     sent = fake_upstream.requests()[-1]["body"]["messages"]
     assert [m["content"] for m in sent][:3] == ["be brief", "hello", answer["content"]]
+
+
+# --- identity and storage through the whole pipeline ---------------------------------------
+
+MODEL = "gpt-4o-mini"
+
+
+async def _chat(client: httpx.AsyncClient, messages: list[dict[str, Any]], **extra: Any) -> Any:
+    response = await client.post(
+        "/v1/chat/completions", json={"model": MODEL, "messages": messages, **extra}
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def _stored(client: httpx.AsyncClient, conversation_id: str) -> list[dict[str, Any]]:
+    response = await client.get(f"/v1/conversations/{conversation_id}")
+    assert response.status_code == 200, response.text
+    messages: list[dict[str, Any]] = response.json()["messages"]
+    return messages
+
+
+def _sdk_echo(body: dict[str, Any]) -> dict[str, Any]:
+    """The answer as an SDK user sends it back: extra keys, refusal None, reasoning kept."""
+    message = dict(body["choices"][0]["message"])
+    message.setdefault("refusal", None)
+    message.setdefault("annotations", [])
+    message.setdefault("audio", None)
+    return message
+
+
+async def test_sliding_window_client_with_id_stores_nothing_twice(
+    client: httpx.AsyncClient,
+) -> None:
+    system = {"role": "system", "content": "window"}
+    first = await _chat(client, [system, {"role": "user", "content": "one"}])
+    conversation_id = first["conversation_id"]
+    second = await _chat(
+        client,
+        [{"role": "user", "content": "two"}],
+        conversation_id=conversation_id,
+    )
+    # The client keeps only its system prompt and the last exchange, and repeats them.
+    window = [
+        system,
+        {"role": "user", "content": "two"},
+        _sdk_echo(second),
+        {"role": "user", "content": "three"},
+    ]
+    await _chat(client, window, conversation_id=conversation_id)
+    contents = [m["content"] for m in await _stored(client, conversation_id)]
+    assert contents == ["window", "one", "Echo: one", "two", "Echo: two", "three", "Echo: three"]
+
+
+async def test_same_opening_different_conversations_and_ambiguity(
+    client: httpx.AsyncClient,
+) -> None:
+    opening = [{"role": "user", "content": "same opening"}]
+    a = await _chat(client, opening)
+    b = await _chat(client, opening)
+    # Only the first message in common: no stored conversation is a prefix -> two conversations.
+    assert a["conversation_id"] != b["conversation_id"]
+    # Both hold exactly the same messages: continuing them by content is ambiguous -> a new one.
+    follow = [*opening, _sdk_echo(a), {"role": "user", "content": "which one?"}]
+    c = await _chat(client, follow)
+    assert c["conversation_id"] not in (a["conversation_id"], b["conversation_id"])
+    assert len(await _stored(client, c["conversation_id"])) == 4
+    assert len(await _stored(client, a["conversation_id"])) == 2
+    assert len(await _stored(client, b["conversation_id"])) == 2
+    # Now c is the only conversation with this exact history: it continues.
+    later = [*follow, _sdk_echo(c), {"role": "user", "content": "go on"}]
+    assert (await _chat(client, later))["conversation_id"] == c["conversation_id"]
+
+
+async def test_diverging_history_starts_a_new_conversation(client: httpx.AsyncClient) -> None:
+    first = await _chat(client, [{"role": "user", "content": "branch point"}])
+    edited = {"role": "assistant", "content": "an answer the proxy never gave"}
+    second = await _chat(
+        client,
+        [{"role": "user", "content": "branch point"}, edited, {"role": "user", "content": "?"}],
+    )
+    assert second["conversation_id"] != first["conversation_id"]
+    assert len(await _stored(client, first["conversation_id"])) == 2
+
+
+async def test_first_kept_history_message_is_stable_across_turns(
+    client: httpx.AsyncClient, fake_upstream: FakeUpstream
+) -> None:
+    """Chunked trimming: the prompt's prefix stays byte-identical for several turns."""
+    first = await _chat(client, [{"role": "user", "content": "turn 0 " + "pad " * 20}])
+    conversation_id = first["conversation_id"]
+    prefixes: list[str] = []
+    excluded: list[int] = []
+    for turn in range(1, 16):
+        body = await _chat(
+            client,
+            [{"role": "user", "content": f"turn {turn} " + "pad " * 20}],
+            conversation_id=conversation_id,
+            context={"max_input_tokens": 400},
+        )
+        sent = fake_upstream.requests()[-1]["body"]["messages"]
+        assert body["context_utilization"]["tokens_used"] <= 400
+        assert sent[-1]["content"].startswith(f"turn {turn} ")
+        prefixes.append(str(sent[0]["content"]))
+        excluded.append(body["context_utilization"]["messages_excluded"])
+    assert excluded[-1] > 0, "the history outgrew the budget"
+    trimmed = [p for p, e in zip(prefixes, excluded, strict=True) if e > 0]
+    runs = [trimmed.count(p) for p in dict.fromkeys(trimmed)]
+    assert max(runs) >= 2, prefixes
+    assert len(set(trimmed)) < len(trimmed)
+    # Everything is still stored.
+    assert len(await _stored(client, conversation_id)) == 32
+
+
+async def test_tool_group_is_trimmed_as_a_whole(
+    client: httpx.AsyncClient, fake_upstream: FakeUpstream
+) -> None:
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    first = await _chat(
+        client, [{"role": "user", "content": 'CALL_TOOL:lookup:{"q": "x"}'}], tools=[tool]
+    )
+    conversation_id = first["conversation_id"]
+    call_id = first["choices"][0]["message"]["tool_calls"][0]["id"]
+    await _chat(
+        client,
+        [{"role": "tool", "tool_call_id": call_id, "content": "result " * 60}],
+        conversation_id=conversation_id,
+        tools=[tool],
+    )
+    for budget in (60, 120, 200, 260, 400, 2000):
+        await _chat(
+            client,
+            [{"role": "user", "content": "next"}],
+            conversation_id=conversation_id,
+            context={"max_input_tokens": budget},
+        )
+        sent = fake_upstream.requests()[-1]["body"]["messages"]
+        calls = {c["id"] for m in sent for c in m.get("tool_calls") or []}
+        results = {m["tool_call_id"] for m in sent if m["role"] == "tool"}
+        assert calls == results, (budget, sent)
+
+
+async def test_validation_failure_stores_nothing(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/v1/chat/completions",
+        json={"model": MODEL, "messages": [{"role": "user"}]},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["param"].startswith("messages")
+    assert (await client.get("/v1/conversations")).json()["total"] == 0
