@@ -53,8 +53,13 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# The whole suite on SQLite (tests taking `database_url` also run on PostgreSQL), then the
+# database-heavy in-process and end-to-end tests a second time with PostgreSQL as the backend.
+PG_SUITE ?= tests/integration tests/e2e tests/memories tests/reliability tests/perf tests/scale
+
 test: install system-deps lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	CONTEXTGATE_TEST_BACKEND=postgres $(VENV)/bin/pytest -m "not postgres" $(PYTEST_ARGS) $(PG_SUITE)
 
 bench: install
 	$(PY) -m bench.run
