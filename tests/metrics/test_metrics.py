@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -163,6 +164,7 @@ async def test_tokens_saved_when_history_is_trimmed(
     assert saved > 0
 
 
+@pytest.mark.e2e
 def test_multiprocess_metrics_with_two_workers(
     start_proxy: Callable[..., ContextgateServer], fake_upstream: FakeUpstream
 ) -> None:
