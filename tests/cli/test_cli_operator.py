@@ -3,15 +3,19 @@ SQLite database filled through the app (chat requests to the fake upstream)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
 from app.cli import app as cli_app
+from app.core.settings import Settings
 from tests.fake_upstream import FakeUpstream
-from tests.support.operator_data import Seeded, seed_conversation
+from tests.support.operator_data import Seeded, seed_compacted, seed_conversation
 from tests.support.proxy import free_port
 
 WIDE = {"COLUMNS": "250", "NO_COLOR": "1", "TERM": "dumb"}
@@ -128,3 +132,20 @@ def test_doctor_reports_bad_settings() -> None:
     assert code == 1
     assert "✗ settings" in output
     assert "CONTEXTGATE_DATABASE_URL" in output
+
+
+async def test_conversations_show_lists_compaction_summaries(
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+    sqlite_url: str,
+) -> None:
+    client: httpx.AsyncClient = await client_for(make_settings(summarizer_model="fake-summarizer"))
+    conversation_id = await seed_compacted(client, fake_upstream)
+    code, output = await asyncio.to_thread(
+        invoke, {"CONTEXTGATE_DATABASE_URL": sqlite_url}, "conversations", "show", conversation_id
+    )
+    assert code == 0, output
+    assert "compaction summaries" in output
+    assert "The user counted turns" in output
+    assert "compaction {" in output  # the request that compacted says what it did

@@ -93,3 +93,38 @@ async def seed_conversation(client: httpx.AsyncClient, *, user: str = "alice") -
         assert response["conversation_id"] == conversation_id
     responses = [first, second, third]
     return Seeded(conversation_id, responses, [r.pop("_request_id") for r in responses])
+
+
+SUMMARY = json.dumps(
+    {
+        "episodic": "The user counted turns and the assistant echoed each one.",
+        "facts": [{"fact": "The user is counting turns", "type": "fact", "importance": 6}],
+    }
+)
+
+
+async def seed_compacted(client: httpx.AsyncClient, fake_upstream: Any, turns: int = 12) -> str:
+    """A conversation long enough, under a small budget, to be compacted into summaries.
+
+    ``client`` must use ``summarizer_model="fake-summarizer"``.
+    """
+    fake_upstream.script("fake-summarizer", [SUMMARY] * (turns * 2))
+    conversation_id: str | None = None
+    for turn in range(turns):
+        messages: list[dict[str, Any]] = []
+        if conversation_id is None:
+            messages.append({"role": "system", "content": "You are terse."})
+        words = " ".join(f"w{i}" for i in range(20))
+        messages.append({"role": "user", "content": f"turn {turn} {words}"})
+        body: dict[str, Any] = {
+            "model": "fake-model",
+            "messages": messages,
+            "context": {"max_input_tokens": 600},
+        }
+        if conversation_id:
+            body["conversation_id"] = conversation_id
+        result = await _post(client, body)
+        result.pop("_request_id")
+        conversation_id = result["conversation_id"]
+    assert conversation_id is not None
+    return conversation_id

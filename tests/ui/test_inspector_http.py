@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 
 from app.core.settings import Settings
-from tests.support.operator_data import seed_conversation
+from tests.fake_upstream import FakeUpstream
+from tests.support.operator_data import seed_compacted, seed_conversation
 
 MASTER = "sk-master-ui-test"
 
@@ -87,3 +88,19 @@ async def test_master_key_guards_the_inspector(
     assert (await fresh.get("/ui")).status_code == 200
     await fresh.get("/ui/logout")
     assert (await fresh.get("/ui")).status_code == 401
+
+
+async def test_compactions_show_summaries_and_the_compacting_request(
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+) -> None:
+    client: httpx.AsyncClient = await client_for(make_settings(summarizer_model="fake-summarizer"))
+    conversation_id = await seed_compacted(client, fake_upstream)
+    html = (await client.get(f"/ui/conversations/{conversation_id}")).text
+    assert 'class="summary' in html
+    assert "The user counted turns and the assistant echoed each one." in html
+    assert "The user is counting turns" in html
+    assert 'class="compaction"' in html
+    assert "turns_compacted" in html
+    assert "seg part-memory" in html  # later requests carry the memory bundle
