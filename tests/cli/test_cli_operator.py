@@ -88,18 +88,31 @@ def test_conversations_list_scoped_by_tenant(seeded: Seeded, sqlite_url: str) ->
     assert seeded.conversation_id not in output
 
 
-def test_doctor_all_green(sqlite_url: str, fake_upstream: FakeUpstream, redis_url: str) -> None:
+def test_doctor_all_green(
+    sqlite_url: str, fake_upstream: FakeUpstream, redis_url: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "models.yaml"
+    config.write_text(
+        "model_list:\n"
+        "  - model_name: local\n"
+        "    litellm_params:\n"
+        "      model: openai/fake-model\n"
+        f"      api_base: {fake_upstream.base_url}\n"
+        "      api_key: os.environ/DOCTOR_TEST_KEY\n"
+    )
     code, output = invoke(
         {
             "CONTEXTGATE_DATABASE_URL": sqlite_url,
             "CONTEXTGATE_UPSTREAM_BASE_URL": fake_upstream.base_url,
             "CONTEXTGATE_REDIS_URL": redis_url,
+            "CONTEXTGATE_CONFIG": str(config),
+            "DOCTOR_TEST_KEY": "sk-doctor",
         },
         "doctor",
     )
     assert code == 0, output
     lines = output.splitlines()
-    for name in ("settings", "database", "redis", "upstream", "token encodings"):
+    for name in ("settings", "database", "redis", "upstream", "model local", "token encodings"):
         assert any(line.startswith(f"✓ {name}") for line in lines), (name, output)
     assert "✗" not in output
 
