@@ -16,6 +16,7 @@ Hierarchy::
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
@@ -39,6 +40,8 @@ __all__ = [
     "error_response",
     "install_error_handlers",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 class ContextGateError(Exception):
@@ -180,6 +183,18 @@ def install_error_handlers(app: FastAPI) -> None:
             )
         )
 
+    async def on_unexpected_error(request: Request, exc: Exception) -> Response:
+        # A bug, not a client error: still OpenAI's envelope, never a plain-text 500.
+        request_id = getattr(request.state, "request_id", None)
+        logger.error("unhandled error", exc_info=exc, extra={"request_id": request_id})
+        suffix = f" (request id {request_id})" if request_id else ""
+        return error_response(
+            ContextGateError(
+                f"The server failed to handle the request{suffix}.", code="internal_error"
+            )
+        )
+
+    app.add_exception_handler(Exception, on_unexpected_error)
     app.add_exception_handler(ContextGateError, on_contextgate_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

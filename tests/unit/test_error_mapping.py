@@ -221,3 +221,25 @@ def test_every_mapped_error_is_openais_envelope(status: int) -> None:
     error = ContextGateError("m", status_code=status, code="c", param="p", error_type="t")
     assert envelope(error) == {"message": "m", "type": "t", "param": "p", "code": "c"}
     assert error_response(error).status_code == status
+
+
+async def test_an_unexpected_exception_is_still_openais_envelope() -> None:
+    from fastapi import FastAPI
+
+    from app.core.errors import install_error_handlers
+
+    application = FastAPI()
+    install_error_handlers(application)
+
+    @application.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("a bug")
+
+    transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.get("/boom")
+    assert response.status_code == 500
+    body = response.json()
+    assert body["error"]["type"] == "server_error"
+    assert body["error"]["code"] == "internal_error"
+    assert "a bug" not in body["error"]["message"]
