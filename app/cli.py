@@ -92,8 +92,7 @@ def serve(
             typer.echo(f"contextgate: invalid CONTEXTGATE_CONFIG: {exc}", err=True)
             raise typer.Exit(2) from None
     _migrate_or_exit(settings.database_url)
-    if workers > 1:
-        _prepare_multiprocess_metrics()
+    _prepare_multiprocess_metrics(workers)
     uvicorn.run(
         "app.main:create_app",
         factory=True,
@@ -108,11 +107,12 @@ def serve(
     )
 
 
-def _prepare_multiprocess_metrics() -> None:
+def _prepare_multiprocess_metrics(workers: int) -> None:
     """Workers write their samples to PROMETHEUS_MULTIPROC_DIR; /metrics sums them.
 
-    Set it to keep the files somewhere chosen (it is emptied at start); unset, a fresh
-    temporary directory is used. It must be set before any worker imports prometheus_client.
+    Set it to keep the files somewhere chosen (it is emptied at start); unset with several
+    workers, a fresh temporary directory is used. It must be set before any worker imports
+    prometheus_client.
     """
     import os
     import shutil
@@ -121,6 +121,8 @@ def _prepare_multiprocess_metrics() -> None:
     from app.core.metrics import MULTIPROC_ENV
 
     chosen = os.environ.get(MULTIPROC_ENV)
+    if not chosen and workers <= 1:
+        return
     if chosen:
         path = Path(chosen)
         if path.is_dir():
