@@ -109,50 +109,41 @@ def test_bad_value_is_one_clear_line(
     assert info.value.__suppress_context__
 
 
-def _run_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+CLI_CASES = [
+    (
+        {"CONTEXTGATE_REQUEST_TIMEOUT_S": "-1"},
+        "contextgate: invalid setting CONTEXTGATE_REQUEST_TIMEOUT_S: ",
+    ),
+    (
+        # A well-formed URL to a database that cannot be opened: still one line.
+        {"CONTEXTGATE_DATABASE_URL": "sqlite+aiosqlite:////no/such/dir/x.db"},
+        "contextgate: cannot migrate the database: ",
+    ),
+]
+
+
+def test_serve_with_a_bad_setting_exits_with_one_line(tmp_path: Path) -> None:
+    """``contextgate serve`` itself: non-zero exit, one line on stderr, no traceback.
+
+    The cases run side by side: each process pays the CLI's start-up once.
+    """
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTGATE_")}
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "contextgate"), *args],
-        cwd=tmp_path,
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-@pytest.mark.parametrize(
-    ("env", "expected"),
-    [
-        (
-            {"CONTEXTGATE_REQUEST_TIMEOUT_S": "-1"},
-            "contextgate: invalid setting CONTEXTGATE_REQUEST_TIMEOUT_S: ",
-        ),
-        (
-            {"CONTEXTGATE_DATABASE_URL": "sqlite:///./sync.db"},
-            "contextgate: invalid setting CONTEXTGATE_DATABASE_URL: ",
-        ),
-        (
-            # A well-formed URL to a database that cannot be opened: still one line.
-            {"CONTEXTGATE_DATABASE_URL": "sqlite+aiosqlite:////no/such/dir/x.db"},
-            "contextgate: cannot migrate the database: ",
-        ),
-    ],
-)
-def test_serve_with_a_bad_setting_exits_with_one_line(
-    tmp_path: Path, env: dict[str, str], expected: str
-) -> None:
-    result = _run_cli(tmp_path, "serve", "--port", "1", **env)
-    assert result.returncode != 0
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(expected), result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
-
-
-def test_migrate_creates_the_database(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'migrated.db'}"
-    result = _run_cli(tmp_path, "migrate", CONTEXTGATE_DATABASE_URL=url)
-    assert result.returncode == 0, result.stderr
-    assert (tmp_path / "migrated.db").exists()
-    assert "Traceback" not in result.stderr
+    command = [str(Path(sys.executable).parent / "contextgate"), "serve", "--port", "1"]
+    processes = [
+        subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env={**clean, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for env, _ in CLI_CASES
+    ]
+    for process, (_, expected) in zip(processes, CLI_CASES, strict=True):
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode != 0
+        lines = stderr.splitlines()
+        assert len(lines) == 1, stderr
+        assert lines[0].startswith(expected), stderr
+        assert "Traceback" not in stderr + stdout
