@@ -186,12 +186,15 @@ def show_conversation(
     conversation_id: Annotated[str, typer.Argument(help="conv_… id.")],
     tenant: TenantOption = None,
     full: Annotated[bool, typer.Option(help="Show whole message texts.")] = False,
+    last: Annotated[
+        int | None, typer.Option(min=1, help="Only the newest N messages and their requests.")
+    ] = None,
 ) -> None:
     """One conversation: its messages, tool steps, summaries, and every request's context."""
     settings = settings_or_exit()
     try:
         timeline: Timeline = run_with_database(
-            settings, lambda db: InspectService(db).timeline(tenant, conversation_id)
+            settings, lambda db: InspectService(db).timeline(tenant, conversation_id, last=last)
         )
     except NotFound as exc:
         typer.echo(f"contextgate: {exc.message}", err=True)
@@ -203,6 +206,8 @@ def show_conversation(
         f"{row.message_count} messages  {row.total_tokens} tokens  "
         f"{row.requests} requests  {_money(row.cost)}"
     )
+    if timeline.hidden_messages:
+        out.print(f"({timeline.hidden_messages} older messages not shown: drop --last)")
     if timeline.summaries is None:
         out.print("(compaction summaries: not installed in this database)", style="dim")
     out.print(_messages_table(timeline, full))

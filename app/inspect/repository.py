@@ -7,6 +7,7 @@ the inspector works whether or not they exist yet.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import MetaData, Table, func, inspect, select
@@ -57,20 +58,26 @@ class InspectRepository:
         rows = (await session.execute(statement)).all()
         return {str(row[0]): (int(row[1]), float(row[2])) for row in rows}
 
-    async def messages(self, session: AsyncSession, conversation_id: str) -> list[Message]:
+    async def messages(
+        self, session: AsyncSession, conversation_id: str, *, from_sequence: int = 0
+    ) -> list[Message]:
         statement = (
             select(Message)
-            .where(Message.conversation_id == conversation_id)
+            .where(
+                Message.conversation_id == conversation_id,
+                Message.sequence_number >= from_sequence,
+            )
             .order_by(Message.sequence_number)
         )
         return list((await session.execute(statement)).scalars())
 
-    async def requests(self, session: AsyncSession, conversation_id: str) -> list[RequestLog]:
-        statement = (
-            select(RequestLog)
-            .where(RequestLog.conversation_id == conversation_id)
-            .order_by(RequestLog.created_at, RequestLog.id)
-        )
+    async def requests(
+        self, session: AsyncSession, conversation_id: str, *, since: datetime | None = None
+    ) -> list[RequestLog]:
+        statement = select(RequestLog).where(RequestLog.conversation_id == conversation_id)
+        if since is not None:
+            statement = statement.where(RequestLog.created_at >= since)
+        statement = statement.order_by(RequestLog.created_at, RequestLog.id)
         return list((await session.execute(statement)).scalars())
 
     async def _table(self, session: AsyncSession, name: str) -> Table | None:

@@ -28,6 +28,7 @@ class Timeline:
     entries: list[TimelineEntry]
     requests: list[RequestView]
     summaries: list[dict[str, Any]] | None  # None: compaction is not installed
+    hidden_messages: int = 0  # older messages not shown (``last`` was given)
 
 
 @dataclass(slots=True)
@@ -73,25 +74,31 @@ class InspectService:
             totals = await repository.request_totals(session, [row.id for row in rows])
         return [conversation_row(row, *totals.get(row.id, (0, 0.0))) for row in rows]
 
-    async def timeline(self, tenant_id: str | None, conversation_id: str) -> Timeline:
+    async def timeline(
+        self, tenant_id: str | None, conversation_id: str, *, last: int | None = None
+    ) -> Timeline:
+        """The whole timeline, or its ``last`` messages and the requests since the first of them."""
         async with self._database.reading() as session:
             conversation = await repository.conversation(session, tenant_id, conversation_id)
             if conversation is None:
                 raise NotFound(f"No conversation with id '{conversation_id}'.", param="id")
-            messages = [
-                message_view(row) for row in await repository.messages(session, conversation.id)
-            ]
-            requests = [
-                request_view(row) for row in await repository.requests(session, conversation.id)
-            ]
+            start = max(conversation.message_count - last, 0) if last is not None else 0
+            rows = await repository.messages(session, conversation.id, from_sequence=start)
+            since = rows[0].created_at if start > 0 and rows else None
+            logs = await repository.requests(session, conversation.id, since=since)
+            totals = (await repository.request_totals(session, [conversation.id])).get(
+                conversation.id, (0, 0.0)
+            )
             summaries = await repository.summaries(session, conversation.id)
+        messages = [message_view(row) for row in rows]
+        requests = [request_view(row) for row in logs]
         scale_bars(requests)
-        totals = (len(requests), sum(request.total_cost for request in requests))
         return Timeline(
             conversation=conversation_row(conversation, *totals),
             entries=_entries(messages, requests),
             requests=requests,
             summaries=summaries,
+            hidden_messages=start,
         )
 
     async def memory_users(self, tenant_id: str | None) -> list[MemoryUser] | None:

@@ -33,6 +33,9 @@ CSP = (
     "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
+# A long conversation's page shows its newest messages (and their requests) unless ?all=1.
+TIMELINE_MESSAGES = 400
+
 router = APIRouter(prefix="/ui", include_in_schema=False)
 StateDep = Annotated[AppState, Depends(get_state)]
 
@@ -90,11 +93,17 @@ async def conversations_page(
 
 
 @router.get("/conversations/{conversation_id}", response_class=HTMLResponse)
-async def conversation_page(request: Request, state: StateDep, conversation_id: str) -> Response:
+async def conversation_page(
+    request: Request,
+    state: StateDep,
+    conversation_id: str,
+    show_all: Annotated[bool, Query(alias="all")] = False,
+) -> Response:
     if (redirect := _guard(request, state)) is not None:
         return redirect
+    last = None if show_all else TIMELINE_MESSAGES
     try:
-        timeline = await InspectService(state.database).timeline(None, conversation_id)
+        timeline = await InspectService(state.database).timeline(None, conversation_id, last=last)
     except NotFound as exc:
         return _page(request, "error.html", 404, message=exc.message)
     return _page(request, "conversation.html", timeline=timeline)

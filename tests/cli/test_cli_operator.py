@@ -162,3 +162,20 @@ async def test_conversations_show_lists_compaction_summaries(
     assert "compaction summaries" in output
     assert "The user counted turns" in output
     assert "compaction {" in output  # the request that compacted says what it did
+
+
+def test_conversations_show_last_messages(seeded: Seeded, sqlite_url: str) -> None:
+    code, output = invoke(
+        {"CONTEXTGATE_DATABASE_URL": sqlite_url},
+        "conversations",
+        "show",
+        seeded.conversation_id,
+        "--last",
+        "2",
+    )
+    assert code == 0, output
+    assert "(5 older messages not shown: drop --last)" in output
+    assert "Summarise the attached travel notes." in output
+    assert "What is the weather in Paris?" not in output
+    assert seeded.request_ids[-1] in output
+    assert seeded.request_ids[0] not in output

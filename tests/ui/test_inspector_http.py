@@ -7,8 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
 from app.core.settings import Settings
+from app.ui import router as ui_router
 from tests.fake_upstream import FakeUpstream
 from tests.support.operator_data import seed_compacted, seed_conversation
 
@@ -104,3 +106,18 @@ async def test_compactions_show_summaries_and_the_compacting_request(
     assert 'class="compaction"' in html
     assert "turns_compacted" in html
     assert "seg part-memory" in html  # later requests carry the memory bundle
+
+
+async def test_long_timelines_show_the_newest_messages_first(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seeded = await seed_conversation(client)
+    monkeypatch.setattr(ui_router, "TIMELINE_MESSAGES", 3)
+    page = (await client.get(f"/ui/conversations/{seeded.conversation_id}")).text
+    assert "4 older messages not shown" in page
+    assert page.count('<li class="message') == 3
+    assert f'data-request-id="{seeded.request_ids[-1]}"' in page
+    assert f'data-request-id="{seeded.request_ids[0]}"' not in page
+    whole = (await client.get(f"/ui/conversations/{seeded.conversation_id}?all=1")).text
+    assert whole.count('<li class="message') == 7
+    assert "older messages not shown" not in whole
