@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -201,3 +202,76 @@ async def test_validation_failure_stores_nothing(client: httpx.AsyncClient) -> N
     assert response.status_code == 400
     assert response.json()["error"]["param"].startswith("messages")
     assert (await client.get("/v1/conversations")).json()["total"] == 0
+
+
+def _sse(text: str) -> list[Any]:
+    events: list[Any] = []
+    for block in text.split("\n\n"):
+        if block.startswith("data: "):
+            payload = block[6:]
+            events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+async def test_stream_cut_by_the_upstream_ends_with_an_error_and_keeps_the_partial_answer(
+    client: httpx.AsyncClient, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.faults(MODEL, [{"drop_after_chunks": 3}])
+    response = await client.post(
+        "/v1/chat/completions",
+        json={
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "one two three four five six"}],
+            "stream": True,
+        },
+    )
+    assert response.status_code == 200
+    events = _sse(response.text)
+    assert "error" in events[-1], events[-1]
+    assert set(events[-1]["error"]) == {"message", "type", "param", "code"}
+    assert "[DONE]" not in events
+    conversation_id = response.headers["x-conversation-id"]
+    stored = await _stored(client, conversation_id)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[1]["status"] == "incomplete"
+    partial = "".join(
+        e["choices"][0]["delta"].get("content") or "" for e in events[:-1] if e.get("choices")
+    )
+    assert stored[1]["content"] == partial
+    assert partial
+
+
+async def test_full_history_after_a_streamed_tool_call_continues_the_conversation(
+    client: httpx.AsyncClient,
+) -> None:
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    user = {"role": "user", "content": 'CALL_TOOL:lookup:{"q": "streamed arguments"}'}
+    response = await client.post(
+        "/v1/chat/completions",
+        json={"model": MODEL, "messages": [user], "tools": [tool], "stream": True},
+    )
+    events = _sse(response.text)
+    calls: dict[int, dict[str, Any]] = {}
+    for event in events[:-1]:
+        for choice in event.get("choices") or []:
+            for delta in choice["delta"].get("tool_calls") or []:
+                slot = calls.setdefault(
+                    delta["index"], {"type": "function", "function": {"arguments": ""}}
+                )
+                if delta.get("id"):
+                    slot["id"] = delta["id"]
+                function = delta.get("function") or {}
+                if function.get("name"):
+                    slot["function"]["name"] = function["name"]
+                slot["function"]["arguments"] += function.get("arguments") or ""
+    conversation_id = events[-2]["conversation_id"]
+    assistant = {"role": "assistant", "content": None, "tool_calls": [calls[0]]}
+    result = {"role": "tool", "tool_call_id": calls[0]["id"], "content": "found"}
+    body = await _chat(client, [user, assistant, result], tools=[tool])
+    assert body["conversation_id"] == conversation_id
+    assert [m["role"] for m in await _stored(client, conversation_id)] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
