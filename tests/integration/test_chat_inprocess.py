@@ -275,3 +275,32 @@ async def test_full_history_after_a_streamed_tool_call_continues_the_conversatio
         "tool",
         "assistant",
     ]
+
+
+async def test_a_huge_old_message_ends_the_history_older_ones_are_not_used_to_fill_up(
+    client: httpx.AsyncClient, fake_upstream: FakeUpstream
+) -> None:
+    """The design's greedy-fit bug, through the whole pipeline: [m1, m2, huge, m4] -> m4 only."""
+    first = await _chat(client, [{"role": "user", "content": "small one"}])
+    conversation_id = first["conversation_id"]
+    fake_upstream.script(MODEL, ["ok"])
+    await _chat(
+        client, [{"role": "user", "content": "huge " * 400}], conversation_id=conversation_id
+    )
+    await _chat(
+        client, [{"role": "user", "content": "small three"}], conversation_id=conversation_id
+    )
+    body = await _chat(
+        client,
+        [{"role": "user", "content": "small four"}],
+        conversation_id=conversation_id,
+        context={"max_input_tokens": 150},
+    )
+    sent = [m["content"] for m in fake_upstream.requests()[-1]["body"]["messages"]]
+    assert sent[-1] == "small four"
+    assert "small one" not in sent
+    assert "Echo: small one" not in sent
+    assert all("huge huge" not in str(content) for content in sent)
+    # A contiguous tail of what came after the huge message.
+    assert sent[:-1] == ["ok", "small three", "Echo: small three"]
+    assert body["context_utilization"]["messages_excluded"] >= 3
