@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from app.core.settings import Settings
 from tests.fake_upstream import FakeUpstream
 
 
@@ -304,3 +306,43 @@ async def test_a_huge_old_message_ends_the_history_older_ones_are_not_used_to_fi
     # A contiguous tail of what came after the huge message.
     assert sent[:-1] == ["ok", "small three", "Echo: small three"]
     assert body["context_utilization"]["messages_excluded"] >= 3
+
+
+async def test_the_pipeline_on_every_backend(
+    database_url: str,
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Non-stream, stream and a tool round trip stored and rebuilt on SQLite and PostgreSQL."""
+    client = await client_for(make_settings(database_url=database_url))
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    user = {"role": "user", "content": 'CALL_TOOL:lookup:{"q": "ü ✓"}'}
+    first = await _chat(client, [user], tools=[tool])
+    conversation_id = first["conversation_id"]
+    call = first["choices"][0]["message"]["tool_calls"][0]
+    result = {"role": "tool", "tool_call_id": call["id"], "content": "résultat"}
+    await _chat(client, [user, _sdk_echo(first), result], tools=[tool])
+    response = await client.post(
+        "/v1/chat/completions",
+        json={
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "streamed"}],
+            "stream": True,
+            "conversation_id": conversation_id,
+        },
+    )
+    assert _sse(response.text)[-1] == "[DONE]"
+    stored = await _stored(client, conversation_id)
+    assert [m["role"] for m in stored] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert stored[1]["reasoning_steps"][0]["result"] == "résultat"
+    assert stored[5]["content"] == "Echo: streamed"
+    listed = (await client.get("/v1/conversations")).json()
+    assert [c["id"] for c in listed["data"]] == [conversation_id]
+    assert listed["data"][0]["message_count"] == 6
