@@ -155,7 +155,7 @@ class _Engine:
     async def plan(
         self, artifacts: list[Artifact], question: str, room: int, result: EngineResult
     ) -> ArtifactPlan:
-        fallback = deterministic_plan(question, artifacts, room)
+        fallback = await asyncio.to_thread(deterministic_plan, question, artifacts, room)
         decision = should_use_llm_planning(
             artifacts,
             room_tokens=room,

@@ -104,8 +104,13 @@ class _Executor:
         full = [self.cost(a, a.content, S.INCLUDE_FULL) for a in artifacts]
         floor = [min(full[i], self.cost(a, "", S.EXCLUDE)) for i, a in enumerate(artifacts)]
         remaining = room - sum(floor)
-        wanted = [d for d in plan.artifacts if d.strategy != S.EXCLUDE]
-        share = max(self.limits.min_extract_tokens, room // max(1, len(wanted)))
+        wanted = {d.artifact_id for d in plan.artifacts if d.strategy != S.EXCLUDE}
+        wrappers = sum(
+            self.cost(a, "", S.RAG_EXTRACT) - floor[i]
+            for i, a in enumerate(artifacts)
+            if a.id in wanted
+        )
+        share = max(self.limits.min_extract_tokens, (remaining - wrappers) // max(1, len(wanted)))
         summaries_left = self.limits.max_summaries if self.summarize else 0
         outcomes: list[Outcome | None] = [None] * len(artifacts)
         for i in order:
@@ -157,15 +162,17 @@ class _Executor:
     async def run(self, outcomes: list[Outcome]) -> None:
         semaphore = asyncio.Semaphore(max(1, self.limits.concurrency))
 
-        async def one(outcome: Outcome) -> None:
-            if outcome.strategy == S.SUMMARIZE:
-                async with semaphore:
-                    await self._summarize(outcome)
-            elif outcome.strategy == S.RAG_EXTRACT:
-                await self._extract(outcome)
-            self._seal(outcome)
+        async def summary(outcome: Outcome) -> None:
+            async with semaphore:
+                await self._summarize(outcome)
 
-        await asyncio.gather(*(one(o) for o in outcomes))
+        extracts = [o for o in outcomes if o.strategy == S.RAG_EXTRACT]
+        await asyncio.gather(
+            self._extract_many(extracts),
+            *(summary(o) for o in outcomes if o.strategy == S.SUMMARIZE),
+        )
+        for outcome in outcomes:
+            self._seal(outcome)
         self.result.outcomes = outcomes
 
     async def _summarize(self, outcome: Outcome) -> None:
@@ -189,10 +196,30 @@ class _Executor:
             self._note(summary.note)
 
     async def _extract(self, outcome: Outcome) -> None:
-        chunks = chunk_text(outcome.artifact.content, self.limits.chunk_chars)
-        scores, note = await rank_chunks(outcome.query, chunks, self.embedder)
-        if note:
-            self._note(note)
+        await self._extract_many([outcome])
+
+    async def _extract_many(self, outcomes: list[Outcome]) -> None:
+        """Extractions sharing a query are ranked together: one index, one embeddings call."""
+        groups: dict[str, list[Outcome]] = {}
+        for outcome in outcomes:
+            groups.setdefault(outcome.query, []).append(outcome)
+        for query, group in groups.items():
+            chunked = [chunk_text(o.artifact.content, self._chunk_chars(o)) for o in group]
+            flat = [chunk for chunks in chunked for chunk in chunks]
+            scores, note = await rank_chunks(query, flat, self.embedder)
+            if note:
+                self._note(note)
+            start = 0
+            for outcome, chunks in zip(group, chunked, strict=True):
+                self._select(outcome, chunks, scores[start : start + len(chunks)])
+                start += len(chunks)
+
+    def _chunk_chars(self, outcome: Outcome) -> int:
+        # About half the allotment (~4 chars a token), so that at least two chunks fit.
+        return max(200, min(self.limits.chunk_chars, outcome.allot * 2))
+
+    def _select(self, outcome: Outcome, chunks: list[str], scores: list[float]) -> None:
+        """The best chunks that fit the allotment, in document order."""
         chosen: list[int] = []
         used = 0
         for index in sorted(range(len(chunks)), key=lambda i: -scores[i]):

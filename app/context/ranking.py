@@ -6,6 +6,7 @@ extraction query (rag_extract).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -21,6 +22,7 @@ logger = logging.getLogger(__name__)
 # (texts) -> vectors; raises on failure (the caller falls back to BM25).
 Embedder = Callable[[list[str]], Awaitable[list[list[float]]]]
 _PARAGRAPH = re.compile(r"\n\s*\n")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 def bm25_scores(query: str, documents: Sequence[str]) -> list[float]:
@@ -51,8 +53,22 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / norm if norm else 0.0
 
 
+def _units(paragraph: str, max_chars: int) -> list[str]:
+    """Lines, then sentences, then hard cuts: pieces no longer than ``max_chars``."""
+    units: list[str] = []
+    for line in paragraph.splitlines():
+        pieces = [line] if len(line) <= max_chars else _SENTENCE.split(line)
+        for piece in pieces:
+            while len(piece) > max_chars:
+                units.append(piece[:max_chars])
+                piece = piece[max_chars:]
+            if piece.strip():
+                units.append(piece)
+    return units
+
+
 def chunk_text(text: str, max_chars: int = 1200) -> list[str]:
-    """Split on paragraphs, then lines, then hard at ``max_chars``; chunks keep document order."""
+    """Split on paragraphs, packing lines or sentences of long ones; keeps document order."""
     chunks: list[str] = []
     for paragraph in _PARAGRAPH.split(text):
         paragraph = paragraph.strip()
@@ -62,17 +78,11 @@ def chunk_text(text: str, max_chars: int = 1200) -> list[str]:
             chunks.append(paragraph)
             continue
         current = ""
-        for line in paragraph.splitlines():
-            while len(line) > max_chars:
-                if current:
-                    chunks.append(current)
-                    current = ""
-                chunks.append(line[:max_chars])
-                line = line[max_chars:]
-            if current and len(current) + 1 + len(line) > max_chars:
+        for unit in _units(paragraph, max_chars):
+            if current and len(current) + 1 + len(unit) > max_chars:
                 chunks.append(current)
                 current = ""
-            current = f"{current}\n{line}" if current else line
+            current = f"{current} {unit}" if current else unit
         if current.strip():
             chunks.append(current)
     return chunks
@@ -89,5 +99,6 @@ async def rank_chunks(
         except Exception as exc:  # embeddings are an optimization: fall back to BM25
             logger.warning("embedding failed, using BM25", extra={"error": str(exc)[:200]})
             note = f"embeddings failed ({type(exc).__name__}); BM25 used for extraction"
-            return bm25_scores(query, chunks), note
-    return bm25_scores(query, chunks), None
+            return await asyncio.to_thread(bm25_scores, query, chunks), note
+    # CPU-bound: keep the event loop free for other requests' I/O.
+    return await asyncio.to_thread(bm25_scores, query, chunks), None

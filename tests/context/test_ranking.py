@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from app.context.artifacts import ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from app.context.deterministic import deterministic_plan
 from app.context.executor import execute_plan
@@ -22,7 +24,9 @@ def test_chunks_keep_order_and_size() -> None:
     chunks = chunk_text(text, max_chars=500)
     assert chunks[0] == "para one"
     assert all(len(c) <= 500 for c in chunks)
-    assert "".join(chunks).replace("\n", "") == text.replace("\n", "")
+    assert re.sub(r"\s", "", "".join(chunks)) == re.sub(r"\s", "", text)
+    sentences = chunk_text("First sentence here. " * 30, max_chars=100)
+    assert all(c.endswith("here.") for c in sentences)
 
 
 def test_deterministic_plan_excludes_irrelevant_when_over_budget() -> None:
