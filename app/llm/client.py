@@ -214,6 +214,7 @@ class LLMClient:
         call: Callable[[Deployment], Awaitable[T]],
         retry: RetryPolicy | None,
     ) -> T:
+        fastpath.internal_call()  # litellm queues no logging work for our calls (fastpath.py)
         policy = retry or self.retry
         deployments = self.router.resolve(model_name)
         error: ContextGateError | None = None

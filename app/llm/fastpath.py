@@ -7,6 +7,12 @@ of the request through its TypedDict annotations: ~0.15 ms of CPU per message, 4
 JSON, stored as JSON), for which that walk is the identity; so the body is transformed without
 them and they are put back as they are. Anything that is not plain JSON keeps the SDK's path.
 
+litellm's own logging is off the hot path too: contextgate registers no litellm callbacks
+(its request log and metrics record every call), yet by default litellm hands each call's
+success handler, and each streamed chunk, to a thread pool. ``internal_call()`` marks the
+current task's calls as litellm-internal (no logging work queued) and ``install()`` sets
+``litellm.disable_streaming_logging``.
+
 ``install()`` is idempotent and fails soft: an SDK without these internals keeps its own path.
 """
 
@@ -16,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["install", "is_plain_json"]
+__all__ = ["install", "internal_call", "is_plain_json"]
 
 logger = logging.getLogger(__name__)
 _PLAIN_SCALARS = (str, int, float, bool, type(None))
@@ -59,11 +65,31 @@ def _fast_transform(
     return transform
 
 
+def internal_call() -> None:
+    """Mark the current task's litellm calls as internal: no logging work handed to threads."""
+    if _internal_flag is not None:
+        _internal_flag.set(True)
+
+
+def _internal_context() -> Any:
+    try:
+        from litellm._internal_context import is_internal_call
+    except ImportError:  # another litellm layout: its logging stays on
+        return None
+    return is_internal_call
+
+
+_internal_flag = _internal_context()
+
+
 def install() -> bool:
     """Patch the OpenAI SDK's chat-completions body transform; True when in place."""
     global _installed
     if _installed:
         return True
+    import litellm
+
+    litellm.disable_streaming_logging = True
     try:
         from openai.resources.chat.completions import completions as module
         from openai.types.chat import completion_create_params as params

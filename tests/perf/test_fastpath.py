@@ -69,3 +69,20 @@ async def test_non_json_messages_keep_the_sdk_path() -> None:
 )
 def test_is_plain_json(value: Any, plain: bool) -> None:
     assert fastpath.is_plain_json(value) is plain
+
+
+async def test_internal_call_marks_only_the_current_task() -> None:
+    import asyncio
+
+    import litellm
+    from litellm._internal_context import is_internal_call
+
+    fastpath.install()
+    assert litellm.disable_streaming_logging is True
+
+    async def in_request() -> bool:
+        fastpath.internal_call()
+        return is_internal_call.get()
+
+    assert await asyncio.create_task(in_request()) is True
+    assert is_internal_call.get() is False  # the caller's context is untouched
