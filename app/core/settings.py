@@ -130,6 +130,11 @@ class Settings(BaseSettings):
             raise ValueError(f"'{dialect.driver}' is not an async driver; use aiosqlite or asyncpg")
         return value
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
+
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str | None) -> str | None:

@@ -72,6 +72,11 @@ def test_empty_values_mean_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.master_key is None
 
 
+def test_log_level_is_case_insensitive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTGATE_LOG_LEVEL", "debug")
+    assert load_settings().log_level == "DEBUG"
+
+
 def test_settings_are_frozen() -> None:
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     with pytest.raises(Exception, match="frozen"):
