@@ -1,0 +1,73 @@
+"""`contextgate serve --workers 2`: two worker processes, and both of them answer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.proxy import ContextgateServer
+
+pytestmark = pytest.mark.e2e
+
+REQUESTS = 48
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _workers(server: ContextgateServer) -> list[int]:
+    assert server.process is not None
+    workers = []
+    for pid in _children(server.process.pid):
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"resource_tracker" not in command:  # multiprocessing's helper, not a worker
+            workers.append(pid)
+    return workers
+
+
+async def test_two_workers_serve_requests(start_proxy: Callable[..., ContextgateServer]) -> None:
+    server = start_proxy(workers=2)
+    workers = _workers(server)
+    assert len(workers) == 2, workers
+    before = {pid: _cpu_ticks(pid) for pid in workers}
+
+    async def one(index: int) -> str:
+        # A connection per request, so that the kernel hands them to both workers' accept().
+        async with httpx.AsyncClient(base_url=server.base_url, trust_env=False) as client:
+            response = await client.post(
+                "/chat/completions",
+                json={
+                    "model": "fake-model",
+                    "messages": [{"role": "user", "content": f"n{index}"}],
+                },
+                timeout=60,
+            )
+        assert response.status_code == 200, response.text
+        return str(response.json()["choices"][0]["message"]["content"])
+
+    answers = await asyncio.gather(*(one(i) for i in range(REQUESTS)))
+    assert answers == [f"Echo: n{i}" for i in range(REQUESTS)]
+    busy = [pid for pid in workers if _cpu_ticks(pid) - before[pid] >= 5]  # >= 50 ms of CPU
+    assert busy == workers, {pid: _cpu_ticks(pid) - before[pid] for pid in workers}
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False) as client:
+        assert (await client.get("/ready")).status_code == 200
