@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
 from app.core.settings import Settings
 from tests.fake_upstream import FakeUpstream
@@ -346,3 +347,24 @@ async def test_the_pipeline_on_every_backend(
     listed = (await client.get("/v1/conversations")).json()
     assert [c["id"] for c in listed["data"]] == [conversation_id]
     assert listed["data"][0]["message_count"] == 6
+
+
+async def test_costs_come_from_litellms_map_and_are_zero_for_unknown_models(
+    client: httpx.AsyncClient,
+) -> None:
+    known = await _chat(client, [{"role": "user", "content": "price me"}])
+    cost = known["cost"]
+    assert cost["prompt_cost"] > 0
+    assert cost["completion_cost"] > 0
+    assert cost["total_cost"] == pytest.approx(
+        cost["prompt_cost"] + cost["completion_cost"] + cost["planning_cost"]
+    )
+    response = await client.post(
+        "/v1/chat/completions",
+        json={"model": "fake-model", "messages": [{"role": "user", "content": "price me"}]},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["cost"]["total_cost"] == 0
+    utilization = response.json()["context_utilization"]
+    # Unknown model: the documented default window (8192) minus reserve and margin.
+    assert utilization["max_input_tokens"] == 8192 - 1024 - int(8192 * 0.05)
