@@ -5,7 +5,9 @@ them exceed the default 8k window and the loaded tail is the same size for every
 seeded straight into the database, then ``prepare()`` (resolve, count, load the window,
 memory/context engine, assemble) is timed for a request that continues it by id with one
 short user message, and so is the whole request through the ASGI app (upstream included).
-Every SQL statement is counted too: the count must not depend on N.
+Every SQL statement is counted too: the count must not depend on N. The summarizer answers
+(scripted on the fake upstream), so a long conversation is compacted within its first few
+turns, which are not measured: what is measured is the steady state.
 """
 
 from __future__ import annotations
@@ -41,14 +43,51 @@ async def seed(state: Any, tenant_id: str, count: int) -> str:
         )
     async with state.database.writing() as session:
         for start in range(0, count, 2000):
-            await conversation_service.append(
+            conversation = await conversation_service.append(
                 session,
                 tenant_id,
                 conversation_id,
                 messages[start : start + 2000],
                 model="bench-model",
             )
+        _mark_compacted(session, conversation, messages)
     return conversation_id
+
+
+RAW_TAIL_TURNS = 10
+
+
+def _mark_compacted(session: Any, conversation: Any, messages: list[Any]) -> None:
+    """Steady state: all but the last turns covered by one summary, as if compacted as it grew.
+
+    (A history imported all at once is compacted a few windows per turn; that catch-up is the
+    memory engine's business, not what this curve measures.)
+    """
+    from app.db.models import ConversationSummaryRow
+
+    last_turn = max(m.turn_number for m in messages)
+    covered = last_turn - RAW_TAIL_TURNS
+    if covered < 1:
+        return
+    first_raw = next(m for m in messages if m.turn_number == covered + 1)
+    conversation.compacted_turn = covered
+    conversation.compacted_sequence = first_raw.sequence_number
+    conversation.compacted_tokens = first_raw.start_tokens
+    session.add(
+        ConversationSummaryRow(
+            conversation_id=conversation.id,
+            tenant_id=conversation.tenant_id,
+            level=0,
+            first_turn=1,
+            last_turn=covered,
+            start_tokens=conversation.system_prompt_tokens,
+            end_tokens=first_raw.start_tokens,
+            episodic=f"Turns 1-{covered}: the quarterly numbers and the migration plan.",
+            facts=[],
+            token_count=20,
+            model="fake-summarizer",
+        )
+    )
 
 
 class StatementCounter:
@@ -68,13 +107,51 @@ class StatementCounter:
         event.remove(self._engine, "before_cursor_execute", self._on_execute)
 
 
+SUMMARY = '{"episodic": "They discussed the quarterly numbers and the migration.", "facts": []}'
+MAX_WARM_TURNS = 80  # a seeded, never-compacted history is compacted a few windows per turn
+
+
+def _steady(counts: list[int]) -> bool:
+    """Three turns in a row with the same statement count: compaction has caught up."""
+    return len(counts) >= 3 and counts[-1] == counts[-2] == counts[-3]
+
+
+def _body(conversation_id: str, text: str) -> dict[str, Any]:
+    return {
+        "model": "bench-model",
+        "conversation_id": conversation_id,
+        "messages": [{"role": "user", "content": text}],
+    }
+
+
+async def _turn(
+    client: Any, state: Any, conversation_id: str, body: dict[str, Any] | str
+) -> tuple[int, float]:
+    """One request through the app (its background work drained): (statements, ms)."""
+    if isinstance(body, str):
+        body = _body(conversation_id, body)
+    counter = StatementCounter(state.database.engine)
+    started = time.perf_counter()
+    response = await client.post("/chat/completions", json=body)
+    elapsed = (time.perf_counter() - started) * 1000
+    await _drain(state)
+    counter.close()
+    response.raise_for_status()
+    return counter.count, elapsed
+
+
+async def _drain(state: Any) -> None:
+    import asyncio
+
+    while state.background:
+        await asyncio.gather(*list(state.background), return_exceptions=True)
+
+
 async def measure(
-    upstream_base_url: str,
+    fake: Any,
     database_url: str,
     sizes: list[int],
     repeats: int,
-    *,
-    memory: bool = False,
 ) -> list[dict[str, Any]]:
     import asyncio
 
@@ -89,9 +166,14 @@ async def measure(
     from app.protocol.chat import ChatCompletionRequest
 
     await asyncio.to_thread(run_migrations, database_url)
+    # The summarizer answers (scripted), so that long conversations are compacted once and
+    # then measured in their steady state, as they would be in service.
+    fake.script("fake-summarizer", [SUMMARY] * 400)
     settings = Settings(
         database_url=database_url,
-        upstream_base_url=upstream_base_url,
+        upstream_base_url=fake.base_url,
+        summarizer_model="fake-summarizer",
+        memory_extraction_mode="off",
         upstream_api_key="sk-bench",  # type: ignore[arg-type]
         max_retries=0,
         log_level="WARNING",
@@ -109,28 +191,21 @@ async def measure(
                 prepare_ms: list[float] = []
                 request_ms: list[float] = []
                 statements: list[int] = []
-                for index in range(repeats + 2):
-                    body = {
-                        "model": "bench-model",
-                        "conversation_id": conversation_id,
-                        "messages": [{"role": "user", "content": f"next question {index}"}],
-                        "context": {"memory": memory},
-                    }
+                warm, history = 0, []
+                while warm < MAX_WARM_TURNS and not _steady(history):
+                    count, _ = await _turn(client, state, conversation_id, f"warm {warm}")
+                    history.append(count)
+                    warm += 1
+                for index in range(repeats):
+                    body = _body(conversation_id, f"next question {index}")
                     request = ChatCompletionRequest.model_validate(body)
                     context = ChatContext(request, caller, new_request_id(), time.perf_counter())
                     started = time.perf_counter()
                     prepared = await prepare(state, context)
-                    elapsed = (time.perf_counter() - started) * 1000
-                    counter = StatementCounter(state.database.engine)
-                    started = time.perf_counter()
-                    response = await client.post("/chat/completions", json=body)
-                    total = (time.perf_counter() - started) * 1000
-                    counter.close()
-                    response.raise_for_status()
-                    if index >= 2:  # the first two warm caches up
-                        prepare_ms.append(elapsed)
-                        request_ms.append(total)
-                        statements.append(counter.count)
+                    prepare_ms.append((time.perf_counter() - started) * 1000)
+                    count, total = await _turn(client, state, conversation_id, body)
+                    request_ms.append(total)
+                    statements.append(count)
                 rows.append(
                     {
                         "stored": size,
@@ -138,6 +213,7 @@ async def measure(
                         "request_ms": statistics.median(request_ms),
                         "sent_messages": len(prepared.messages),
                         "statements": max(statements),
+                        "warm_turns": warm,
                     }
                 )
     return rows

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -183,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     from tests.fake_upstream import FakeUpstream
 
-    results: dict[str, Any] = {"machine": info, "plan": plan.__dict__, "mode": "quick" if args.quick else "full"}  # fmt: skip
+    mode = "quick" if args.quick else "full"
+    results: dict[str, Any] = {"machine": info, "plan": plan.__dict__, "mode": mode}
     with FakeUpstream() as fake:
         direct = Target("direct", fake.base_url, conversation=False)
         services: list[Service] = []
@@ -220,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_workers:
             results["workers"] = measure_workers(logs, fake.base_url, plan)
         if not args.no_curve:
-            results["curve"] = measure_curve(logs, fake.base_url, plan)
+            results["curve"] = measure_curve(logs, fake, plan)
     results["elapsed_s"] = time.perf_counter() - started
     results["load_after"] = os.getloadavg()
     (WORK / "results.json").write_text(json.dumps(results, indent=1, default=str))
@@ -234,12 +236,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure_workers(logs: Path, upstream: str, plan: Plan) -> dict[str, Any]:
-    """Throughput at concurrency 32 with --workers 1 and --workers 2, interleaved."""
+    """Throughput at concurrency 32 with --workers 1 and --workers 2, interleaved.
+
+    On PostgreSQL when it is installed (what replicas and workers are for: SQLite lets one
+    writer in at a time, across processes through its busy-wait), else on SQLite files.
+    """
+    from tests.servers import PostgresServer, find_postgres_bin
+
     print("workers: 1 vs 2 at concurrency 32", flush=True)
-    out: dict[str, Any] = {"w1": [], "w2": []}
-    one = Contextgate(logs, upstream, f"sqlite+aiosqlite:///{logs}/workers1.db", workers=1)
-    two = Contextgate(logs, upstream, f"sqlite+aiosqlite:///{logs}/workers2.db", workers=2)
-    try:
+    out: dict[str, Any] = {"w1": [], "w2": [], "backend": "sqlite"}
+    with contextlib.ExitStack() as stack:
+        if find_postgres_bin() is not None:
+            pg = stack.enter_context(PostgresServer())
+            urls = [pg.create_database("bench_w1"), pg.create_database("bench_w2")]
+            out["backend"] = "postgresql"
+        else:
+            urls = [f"sqlite+aiosqlite:///{logs}/workers{n}.db" for n in (1, 2)]
+        one = Contextgate(logs, upstream, urls[0], workers=1)
+        two = Contextgate(logs, upstream, urls[1], workers=2)
+        stack.callback(one.stop)
+        stack.callback(two.stop)
         start(one, "contextgate --workers 1")
         start(two, "contextgate --workers 2")
         time.sleep(1.0)  # both workers of the second one have started
@@ -249,18 +265,15 @@ def measure_workers(logs: Path, upstream: str, plan: Plan) -> dict[str, Any]:
                 result = run_load(target, 32, plan.c32_requests, plan.duration_s)
                 out[key].append(result)
                 print(f"  {key}: {result['throughput_rps']:.1f} req/s", flush=True)
-    finally:
-        one.stop()
-        two.stop()
     return out
 
 
-def measure_curve(logs: Path, upstream: str, plan: Plan) -> dict[str, Any]:
+def measure_curve(logs: Path, fake: Any, plan: Plan) -> dict[str, Any]:
     from bench.assembly import measure, plot
 
     print("history curve: context assembly vs stored messages", flush=True)
     rows = asyncio.run(
-        measure(upstream, f"sqlite+aiosqlite:///{logs}/curve.db", SIZES, plan.assembly_repeats)
+        measure(fake, f"sqlite+aiosqlite:///{logs}/curve.db", SIZES, plan.assembly_repeats)
     )
     for row in rows:
         print(f"  {row['stored']:>6} stored: prepare {row['prepare_ms']:.2f} ms, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import and_, delete, func, select, union
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, Message
@@ -87,18 +87,35 @@ class ConversationRepository:
         return list((await session.execute(statement)).scalars().all())
 
     async def context_messages(
-        self, session: AsyncSession, conversation_id: str, *, system_count: int, cut: int
+        self,
+        session: AsyncSession,
+        conversation_id: str,
+        *,
+        system_count: int,
+        cut: int,
+        min_turn: int | None = None,
+        first_sequence: int = 0,
     ) -> list[Message]:
         """The system prompt plus every message from absolute token position ``cut`` on.
 
         One indexed range query: its cost follows what can be sent, not the history's length.
+        ``min_turn`` also loads whole recent turns (from ``first_sequence`` on) before the cut,
+        so the context engine can shrink their tool results instead of losing them.
         """
+        wanted = [Message.sequence_number < system_count, Message.start_tokens >= cut]
+        if min_turn is not None:
+            wanted.append(
+                and_(Message.turn_number >= min_turn, Message.sequence_number >= first_sequence)
+            )
+        # One range per condition, each on an index, united: an OR over one scan would walk
+        # the conversation's every row (4 ms at 10,000 messages on SQLite; bench/README.md).
+        ranges = [
+            select(Message.id).where(Message.conversation_id == conversation_id, condition)
+            for condition in wanted
+        ]
         statement = (
             select(Message)
-            .where(
-                Message.conversation_id == conversation_id,
-                or_(Message.sequence_number < system_count, Message.start_tokens >= cut),
-            )
+            .where(Message.id.in_(union(*ranges).scalar_subquery()))
             .order_by(Message.sequence_number)
         )
         return list((await session.execute(statement)).scalars())
