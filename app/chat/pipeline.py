@@ -115,6 +115,7 @@ async def prepare(state: AppState, context: ChatContext) -> Prepared:
             chunk_tokens=state.settings.history_trim_chunk_tokens,
             boundary_tokens=memory.boundary_tokens,
             boundary_sequence=memory.boundary_sequence,
+            artifact_turns=state.settings.historical_turns,
         )
         attachments = await attachment_service.artifacts(
             session, context.caller.tenant_id, request.attachments

@@ -62,6 +62,7 @@ async def load_history_window(
     chunk_tokens: int,
     boundary_tokens: int = 0,
     boundary_sequence: int = 0,
+    artifact_turns: int = 0,
 ) -> HistoryWindow:
     """Split stored + new messages into system prompt, history candidates and current turn.
 
@@ -69,6 +70,8 @@ async def load_history_window(
     the current turn leave of it, and messages before the cut that room implies are never
     loaded. ``boundary_tokens``/``boundary_sequence`` mark a compaction boundary: history
     starts there (older turns are carried by summaries), at an absolute token position.
+    ``artifact_turns``: the last N turns are loaded whole even before the cut, so that their
+    tool results can become (shrunk) artifacts; the history fit still decides what is sent.
     """
     _number_new(resolved, new)
     conversation = resolved.conversation
@@ -110,8 +113,14 @@ async def load_history_window(
 
     loaded: list[ConversationMessage] = []
     if session is not None and conversation is not None and stored_count:
+        min_turn = conversation.turn_count - artifact_turns + 1 if artifact_turns > 0 else None
         rows = await repository.context_messages(
-            session, conversation.id, system_count=system_count, cut=cut
+            session,
+            conversation.id,
+            system_count=system_count,
+            cut=cut,
+            min_turn=min_turn,
+            first_sequence=region_first,
         )
         loaded = [to_conversation_message(row) for row in rows]
 

@@ -302,3 +302,93 @@ async def test_two_replicas_share_summaries_through_redis(
         "SUMMARY from replica one"
         in _sent(fake_upstream, "fake-model")[-1]["messages"][0]["content"]
     )
+
+
+async def test_streamed_answer_reports_the_artifacts_in_its_metadata_chunk(
+    sdk: openai.AsyncOpenAI, fake_upstream: FakeUpstream
+) -> None:
+    stream = await sdk.chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": "What is the vault code?"}],
+        stream=True,
+        extra_body={
+            "attachments": [{"content": DOC, "title": "orchard"}],
+            "context": {"max_input_tokens": 800, "planning": "never"},
+        },
+    )
+    chunks = [chunk.model_dump() async for chunk in stream]
+    final = chunks[-1]
+    assert final["choices"] == []
+    usage = final["context_utilization"]
+    assert usage["artifacts_processed"][0]["strategy"] == "rag_extract"
+    assert usage["tokens_used"] <= 800
+    sent = _sent(fake_upstream, "fake-model")[-1]["messages"]
+    assert "4471" in sent[0]["content"]
+
+
+async def test_a_hanging_planner_times_out_into_the_deterministic_plan(
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+) -> None:
+    client = await client_for(make_settings(planner_model="fake-planner", planner_timeout_s=0.3))
+    fake_upstream.faults("fake-planner", [{"hang": True}])
+    response = await client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "fake-model",
+            "messages": [{"role": "user", "content": "What is the vault code?"}],
+            "attachments": [{"content": "The vault code is 4471."}],
+            "context": {"planning": "always"},
+        },
+    )
+    assert response.status_code == 200, response.text
+    usage = response.json()["context_utilization"]
+    assert usage["strategy"] == "deterministic"
+    assert usage["llm_planning_used"] is False
+    assert any("planner failed" in note for note in usage["notes"])
+    assert usage["artifacts_processed"][0]["strategy"] == "include_full"
+
+
+async def test_stored_tool_results_of_earlier_turns_become_historical_artifacts(
+    sdk: openai.AsyncOpenAI, fake_upstream: FakeUpstream
+) -> None:
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": 'CALL_TOOL:lookup:{"q": "vault"}'}
+    ]
+    first = await sdk.chat.completions.create(
+        model="fake-model",
+        messages=messages,  # type: ignore[arg-type]
+        tools=tools,  # type: ignore[arg-type]
+    )
+    call = first.choices[0].message.model_dump(exclude_none=True)
+    messages += [
+        call,
+        {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"], "content": DOC},
+    ]
+    second = await sdk.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    current = _extras(second)["context_utilization"]["artifacts_processed"]
+    assert [o["source"] for o in current] == ["tool:lookup"]
+    messages += [
+        second.choices[0].message.model_dump(exclude_none=True),
+        {"role": "user", "content": "Remind me: what is the vault code?"},
+    ]
+    fake_upstream.script("fake-planner", ["{}"])  # not a plan: deterministic, with a note
+    third = _extras(
+        await sdk.chat.completions.create(
+            model="fake-model",
+            messages=messages,  # type: ignore[arg-type]
+            extra_body={"context": {"max_input_tokens": 1500}},
+        )
+    )
+    assert third["conversation_id"] == _extras(second)["conversation_id"]
+    usage = third["context_utilization"]
+    [outcome] = usage["artifacts_processed"]
+    assert outcome["source"] == "history:msg_2:lookup"
+    assert outcome["artifact_type"] == "tool_result"
+    assert any("planner failed" in n for n in usage["notes"])
+    sent = _sent(fake_upstream, "fake-model")[-1]["messages"]
+    tool = next(m for m in sent if m["role"] == "tool")
+    assert "4471" in tool["content"]
+    assert len(tool["content"]) < len(DOC)
