@@ -21,10 +21,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import app  # noqa: F401  (offline defaults first)
 import httpx
 import orjson
 
+import app  # noqa: F401  (offline defaults first)
 from app.cli import run_migrations
 from app.core.settings import Settings
 from app.db.models import Memory
@@ -45,8 +45,7 @@ SUMMARY = orjson.dumps(
     {
         "episodic": " ".join(["The user and the assistant discussed"] + VOCAB[:40]),
         "facts": [
-            {"fact": f"The user works on {w}", "type": "fact", "importance": 6}
-            for w in VOCAB[:3]
+            {"fact": f"The user works on {w}", "type": "fact", "importance": 6} for w in VOCAB[:3]
         ],
     }
 ).decode()
@@ -201,7 +200,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, FakeUpstream() as fake:
         directory = Path(tmp)
-        urls = {name: fresh_db(directory, f"{name}.db") for name in ("full", "trim", "compact", "mem")}
+        urls = {
+            name: fresh_db(directory, f"{name}.db") for name in ("full", "trim", "compact", "mem")
+        }
         full = asyncio.run(
             conversation_run(fake, urls["full"], args.turns, {"max_input_tokens": 10_000_000})
         )
@@ -224,19 +225,33 @@ def main() -> None:
     )
     calls = compact["calls_at"]
     trim_calls = trim["calls_at"][-1]
-    per_100 = [calls[min(i + 99, len(calls) - 1)] - (calls[i - 1] if i else 0) for i in range(0, len(calls), 100)]
+    per_100 = [
+        calls[min(i + 99, len(calls) - 1)] - (calls[i - 1] if i else 0)
+        for i in range(0, len(calls), 100)
+    ]
     tail = compact["tokens"][len(compact["tokens"]) // 2 :]
     print(f"turns: {args.turns}")
-    print(f"prompt tokens at last turn: whole history {full['tokens'][-1]}, "
-          f"plain trim {trim['tokens'][-1]}, compaction {compact['tokens'][-1]}")
+    print(
+        f"prompt tokens at last turn: whole history {full['tokens'][-1]}, "
+        f"plain trim {trim['tokens'][-1]}, compaction {compact['tokens'][-1]}"
+    )
     print(f"compaction run, second half: mean {statistics.mean(tail):.0f}, max {max(tail)} tokens")
-    print(f"summarizer calls: {calls[-1]} in all (plain-trim run: {trim_calls}); per 100 turns: {per_100}")
-    print(f"summarizer cost per 100 turns at gpt-4o-mini rates: "
-          f"${summarizer_cost(calls[-1]) / (args.turns / 100):.5f} (upper bound)")
-    print(f"wall time: whole {full['elapsed_s']:.1f}s, trim {trim['elapsed_s']:.1f}s, "
-          f"compaction {compact['elapsed_s']:.1f}s")
-    print(f"retrieval with {args.memories} memories: cold {retrieval['cold_ms']:.1f} ms, "
-          f"p50 {retrieval['p50_ms']:.2f} ms, p99 {retrieval['p99_ms']:.2f} ms")
+    print(
+        f"summarizer calls: {calls[-1]} in all (plain-trim run: {trim_calls}); "
+        f"per 100 turns: {per_100}"
+    )
+    print(
+        f"summarizer cost per 100 turns at gpt-4o-mini rates: "
+        f"${summarizer_cost(calls[-1]) / (args.turns / 100):.5f} (upper bound)"
+    )
+    print(
+        f"wall time: whole {full['elapsed_s']:.1f}s, trim {trim['elapsed_s']:.1f}s, "
+        f"compaction {compact['elapsed_s']:.1f}s"
+    )
+    print(
+        f"retrieval with {args.memories} memories: cold {retrieval['cold_ms']:.1f} ms, "
+        f"p50 {retrieval['p50_ms']:.2f} ms, p99 {retrieval['p99_ms']:.2f} ms"
+    )
     print(f"plot: {PLOT}")
 
 

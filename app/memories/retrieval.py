@@ -10,17 +10,16 @@ the (count, latest update) signature of their memories changes.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import bm25s
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.state import AppState
-from app.db.models import Memory
 from app.memories.embeddings import EmbeddingFailed, embed
 from app.memories.repository import memory_repository
 
@@ -80,7 +79,7 @@ class LexicalIndex:
         self.size = len(contents)
         self._bm25: bm25s.BM25 | None = None
         if contents:
-            corpus = [tokens or ["∅"] for tokens in _tokenize(list(contents))]
+            corpus = bm25s.tokenize(list(contents), stopwords="en", show_progress=False)
             self._bm25 = bm25s.BM25()
             self._bm25.index(corpus, show_progress=False)
 
@@ -103,10 +102,14 @@ class UserIndex:
     # Rows of unit vectors for candidates that have an embedding; -1 where they do not.
     matrix: np.ndarray | None = None
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    importance: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    timestamps: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @classmethod
     def build(cls, candidates: list[Candidate], embedding_model: str | None) -> UserIndex:
         index = cls(candidates, LexicalIndex([c.content for c in candidates]), embedding_model)
+        index.importance = np.asarray([c.importance for c in candidates], dtype=float)
+        index.timestamps = np.asarray([_epoch(c.updated_at) for c in candidates], dtype=float)
         with_vectors = [c.embedding for c in candidates if c.embedding]
         if embedding_model and with_vectors:
             width = len(with_vectors[0])
@@ -138,10 +141,10 @@ class UserIndex:
         return result
 
 
-def _age_days(when: datetime, now: datetime) -> float:
+def _epoch(when: datetime) -> float:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return (now - when).total_seconds() / 86400.0
+    return when.timestamp()
 
 
 def rank(
@@ -154,44 +157,49 @@ def rank(
     top_k: int,
     token_cap: int,
     count: Callable[[str], int],
+    importance: np.ndarray | None = None,
+    timestamps: np.ndarray | None = None,
 ) -> list[Retrieved]:
-    scored: list[Retrieved] = []
-    for candidate, similarity in zip(candidates, similarities, strict=True):
-        if similarity <= 0:
+    """The best memories by score (vectorized), then top_k and the token cap, best first."""
+    if not len(candidates):
+        return []
+    if importance is None:
+        importance = np.asarray([c.importance for c in candidates], dtype=float)
+    if timestamps is None:
+        timestamps = np.asarray([_epoch(c.updated_at) for c in candidates], dtype=float)
+    ages = np.maximum(0.0, (_epoch(now) - timestamps) / 86400.0)
+    scores = similarities * (importance / 10.0) * np.power(0.5, ages / half_life_days)
+    eligible = np.flatnonzero((similarities > 0) & (scores >= min_score))
+    if not eligible.size:
+        return []
+    # Enough of the best to fill top_k even when some do not fit the token cap.
+    keep = min(eligible.size, max(top_k * 8, 64))
+    best = eligible[np.argpartition(-scores[eligible], keep - 1)[:keep]]
+    ordered = sorted(best.tolist(), key=lambda i: (-float(scores[i]), candidates[i].id))
+    chosen: list[Retrieved] = []
+    used = 0
+    for i in ordered:
+        if len(chosen) >= top_k:
+            break
+        candidate = candidates[i]
+        tokens = count(f"- ({candidate.memory_type}) {candidate.content}")
+        if used + tokens > token_cap:
             continue
-        value = score(
-            float(similarity),
-            candidate.importance,
-            _age_days(candidate.updated_at, now),
-            half_life_days,
-        )
-        if value < min_score or math.isnan(value):
-            continue
-        scored.append(
+        chosen.append(
             Retrieved(
                 candidate.id,
                 candidate.content,
                 candidate.memory_type,
                 candidate.importance,
-                round(value, 6),
-                round(float(similarity), 6),
+                round(float(scores[i]), 6),
+                round(float(similarities[i]), 6),
             )
         )
-    scored.sort(key=lambda r: (-r.score, r.id))
-    chosen: list[Retrieved] = []
-    used = 0
-    for item in scored:
-        if len(chosen) >= top_k:
-            break
-        tokens = count(f"- ({item.memory_type}) {item.content}")
-        if used + tokens > token_cap:
-            continue
-        chosen.append(item)
         used += tokens
     return chosen
 
 
-def _candidate(row: Memory, embedding_model: str | None) -> Candidate:
+def _candidate(row: Any, embedding_model: str | None) -> Candidate:
     vector = None
     if embedding_model and row.embedding and row.embedding_model == embedding_model:
         vector = tuple(row.embedding)
@@ -208,7 +216,7 @@ async def user_index(
     cached = runtime.cached_index(key, signature) if runtime is not None else None
     if isinstance(cached, UserIndex):
         return cached
-    rows = await memory_repository.memories(session, tenant_id, user)
+    rows = await memory_repository.memory_rows(session, tenant_id, user)
     index = UserIndex.build([_candidate(row, model) for row in rows], model)
     if runtime is not None:
         runtime.store_index(key, signature, index)
@@ -246,4 +254,6 @@ async def retrieve(
         top_k=top_k or settings.memory_top_k,
         token_cap=settings.memory_token_cap,
         count=count,
+        importance=index.importance,
+        timestamps=index.timestamps,
     )
