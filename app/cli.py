@@ -104,6 +104,9 @@ def serve(
         access_log=False,
         loop="uvloop" if sys.platform != "win32" else "asyncio",
         http="httptools",
+        # Workers import litellm at start: on a busy host that outlasts uvicorn's default 5 s
+        # ping, and the supervisor would kill and respawn them forever.
+        timeout_worker_healthcheck=60,
     )
 
 
