@@ -1,4 +1,5 @@
-"""The memory steps of the chat pipeline: before the request and after the response.
+"""The memory steps of the chat pipeline: before the request (and, re-exported from
+app.memories.background, after the response).
 
 prepare_memory(): compaction when the history cannot fit (under the conversation's lock), the
 memory bundle of the active summaries, and retrieval of the user's long-term memories. Its
@@ -12,9 +13,7 @@ per mode. A failure of either never touches the answer.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -27,10 +26,9 @@ from app.context.tokens import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
 from app.core.state import AppState
-from app.llm.responses import Usage
+from app.memories.background import schedule_memory_work
 from app.memories.bundle import render_bundle
 from app.memories.compaction import CompactionReport, Compactor, summary_views
-from app.memories.extraction import extraction_due, run_extraction
 from app.memories.injection import inject, insert_bundle, render_context
 from app.memories.repository import memory_repository
 from app.memories.retrieval import Retrieved, retrieve
@@ -256,84 +254,3 @@ async def _retrieval(
     memory.context_block = block
     memory.context_tokens = tokens
     memory.injected = found
-
-
-# ---- after the response ---------------------------------------------------------------------
-def _spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
-    task = asyncio.get_running_loop().create_task(work)
-    state.background.add(task)
-    task.add_done_callback(state.background.discard)
-
-
-def compaction_ratio(state: AppState, context_ratio: float | None, model: str) -> float:
-    settings = state.settings
-    if context_ratio is not None:
-        return context_ratio
-    return settings.compaction_ratio_by_model.get(model, settings.compaction_ratio)
-
-
-def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) -> None:
-    """After the turn is stored: background compaction and extraction, as they are due."""
-    request = prepared.request
-    resolved: ResolvedConversation | None = prepared.resolved
-    if resolved is None or not request.context.enabled:
-        return
-    settings = state.settings
-    tenant_id = prepared.caller.tenant_id
-    budget = prepared.utilization.max_input_tokens
-    model = request.context.summarizer_model or settings.summarizer_model
-    ratio = compaction_ratio(state, request.context.compaction_ratio, request.model)
-    if usage is not None and budget and usage.prompt_tokens > ratio * budget:
-        _spawn(
-            state,
-            _compact_in_background(
-                state, tenant_id, resolved.conversation_id, model, request.model, budget
-            ),
-        )
-    mode = request.context.memory_extraction or settings.memory_extraction_mode
-    if request.user and request.context.memory and mode != "off":
-        before = resolved.conversation.turn_count if resolved.conversation else 0
-        turn_count = before + sum(1 for m in prepared.new_messages if m.role == "user")
-        turns = extraction_due(mode, settings.memory_extraction_every, turn_count)
-        if turns:
-            _spawn(
-                state,
-                run_extraction(
-                    state,
-                    tenant_id=tenant_id,
-                    user=request.user,
-                    conversation_id=resolved.conversation_id,
-                    turns=turns,
-                    model=model,
-                    count_model=request.model,
-                ),
-            )
-
-
-async def _compact_in_background(
-    state: AppState,
-    tenant_id: str,
-    conversation_id: str,
-    summarizer: str,
-    model: str,
-    budget: int,
-) -> None:
-    compactor = Compactor(
-        state,
-        tenant_id=tenant_id,
-        conversation_id=conversation_id,
-        summarizer_model=summarizer,
-        count=lambda text: state.tokens.count_text(text, model),
-        bundle_cap=int(budget * state.settings.summary_budget_share),
-    )
-    try:
-        async with runtime_of(state).locks.hold(conversation_id, timeout_s=None) as held:
-            if not held:
-                return  # another request is compacting this conversation right now
-            report = CompactionReport(trigger="after_response")
-            await compactor.run(report, current_stored=False, fits=None)
-        logger.info("compaction", extra={"conversation_id": conversation_id, **report.as_dict()})
-    except Exception:
-        logger.exception(
-            "background compaction crashed", extra={"conversation_id": conversation_id}
-        )
