@@ -25,6 +25,7 @@ from app.context.deterministic import deterministic_plan
 from app.context.executor import ExecutionLimits, ExecutionResult, execute_plan
 from app.context.metadata import ArtifactOutcome, ContextUtilization
 from app.context.model_config import ModelConfig
+from app.context.placement import place_block, replace_tool_messages
 from app.context.planner import (
     PlanError,
     build_planner_messages,
@@ -251,41 +252,6 @@ class _Engine:
         )
 
 
-def _replace_tool_messages(
-    messages: list[ConversationMessage], processed: dict[int, str], engine: _Engine
-) -> tuple[list[ConversationMessage], int, int]:
-    """Copies of ``messages`` whose tool results carry their processed content.
-
-    Returns the copies, the processed messages' tokens and the tokens saved. Later messages'
-    positions move back by what was saved, so the history fit sees the processed sizes.
-    """
-    out: list[ConversationMessage] = []
-    tokens = saved = 0
-    for message in messages:
-        content = processed.get(message.sequence_number) if message.role == "tool" else None
-        update: dict[str, object] = {"start_tokens": message.start_tokens - saved}
-        if content is not None:
-            sent = {"role": "tool", "content": content, "tool_call_id": message.tool_call_id}
-            count = engine.state.tokens.count_message(sent, engine.request.model)
-            update |= {"content": content, "token_count": count}
-            tokens += count
-            saved += max(0, message.token_count - count)
-        out.append(message.model_copy(update=update) if content is not None or saved else message)
-    return out, tokens, saved
-
-
-def _place_block(
-    current: list[ConversationMessage], block: str, engine: _Engine
-) -> tuple[list[ConversationMessage], int]:
-    message = {"role": "user", "content": block}
-    tokens = engine.state.tokens.count_message(message, engine.request.model)
-    block_message = ConversationMessage(
-        role="user", content=block, token_count=tokens, stored=False
-    )
-    index = next((i for i in range(len(current) - 1, -1, -1) if current[i].role == "user"), 0)
-    return [*current[:index], block_message, *current[index:]], tokens
-
-
 async def apply_context_engine(
     state: AppState,
     request: ChatCompletionRequest,
@@ -334,12 +300,18 @@ async def apply_context_engine(
             pieces.append(piece)
         else:
             processed[int(outcome.artifact.metadata["sequence_number"])] = piece
-    window.current, current_tokens, _ = _replace_tool_messages(window.current, processed, engine)
-    window.history, _, saved = _replace_tool_messages(window.history, processed, engine)
+    window.current, current_tokens, _ = replace_tool_messages(
+        window.current, processed, state.tokens, request.model
+    )
+    window.history, _, saved = replace_tool_messages(
+        window.history, processed, state.tokens, request.model
+    )
     window.region_end -= saved
     block = context_block(pieces)
     block_tokens = 0
     if block is not None:
-        window.current, block_tokens = _place_block(window.current, block, engine)
+        window.current, block_tokens = place_block(
+            window.current, block, state.tokens, request.model
+        )
     result.artifact_tokens = current_tokens + block_tokens
     return result
