@@ -109,14 +109,32 @@ COST = Counter(
 )
 
 
+# Model names come from clients: past this many distinct names per process, the rest are
+# counted as "other" so that a client cannot grow the label space (and memory) without end.
+MAX_MODEL_LABELS = 200
+_models: set[str] = set()
+
+
+def model_label(name: str) -> str:
+    if name in _models:
+        return name
+    if len(_models) < MAX_MODEL_LABELS and len(name) <= 200:
+        _models.add(name)
+        return name
+    return "other"
+
+
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+
+
 def record_http(method: str, route: str, status: int, seconds: float) -> None:
-    labels = (method, route, str(status))
+    labels = (method if method in _METHODS else "OTHER", route, str(status))
     HTTP_REQUESTS.labels(*labels).inc()
     HTTP_LATENCY.labels(*labels).observe(seconds)
 
 
 def record_upstream(model: str, outcome: str, seconds: float) -> None:
-    UPSTREAM_LATENCY.labels(model, outcome).observe(seconds)
+    UPSTREAM_LATENCY.labels(model_label(model), outcome).observe(seconds)
 
 
 def _int(value: Any) -> int:
@@ -139,7 +157,7 @@ def record_chat(
     ``utilization`` is a ``ContextUtilization``; ``full_context_tokens`` what the whole stored
     conversation plus the new messages would have needed without context management.
     """
-    model = str(utilization.model_name)
+    model = model_label(str(utilization.model_name))
     CHAT_REQUESTS.labels(model, str(utilization.strategy), status).inc()
     TOKENS.labels(model, "prompt").inc(max(prompt_tokens, 0))
     TOKENS.labels(model, "completion").inc(max(completion_tokens, 0))

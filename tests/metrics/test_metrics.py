@@ -25,6 +25,12 @@ from tests.support.proxy import ContextgateServer
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
+@pytest.fixture(autouse=True)
+def fresh_model_labels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Earlier tests may have used up the bounded model-label set of this process."""
+    monkeypatch.setattr(metrics, "_models", set())
+
+
 def parse(text: str) -> Samples:
     samples: Samples = {}
     for family in text_string_to_metric_families(text):
@@ -185,3 +191,19 @@ def test_multiprocess_metrics_with_two_workers(
     route = "/v1/chat/completions"
     assert value(samples, "contextgate_http_requests_total", route=route, status="200") == 8
     assert value(samples, "contextgate_chat_requests_total", model="gpt-4o-mini") == 8
+
+
+def test_client_chosen_labels_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model names and methods come from clients: they cannot grow the series without end."""
+    monkeypatch.setattr(metrics, "MAX_MODEL_LABELS", 2)
+    names = [f"bounded-model-{index}" for index in range(5)]
+    labels = [metrics.model_label(name) for name in names]
+    assert labels[:2] == names[:2]
+    assert labels[2:] == ["other"] * 3
+    assert metrics.model_label(names[0]) == names[0]  # a known name stays itself
+    before = parse(generate_latest().decode())
+    metrics.record_http("BREW", "unmatched", 405, 0.01)
+    after = parse(generate_latest().decode())
+    assert value(after, "contextgate_http_requests_total", method="OTHER", route="unmatched") == (
+        value(before, "contextgate_http_requests_total", method="OTHER", route="unmatched") + 1
+    )
