@@ -85,6 +85,13 @@ def render(results: dict[str, Any]) -> str:
     ratio = _ratio(cg_ttfb, ll_ttfb)
     label = "streaming TTFB p50, concurrency 8 (ms)"
     goal(label, _fmt(cg_ttfb, 2), _fmt(ll_ttfb, 2), ratio, "≤ 0.25 ×", ratio <= 0.25)
+    for key, label in (("c1", "concurrency 1"), ("c32", "concurrency 32")):
+        if "server_cpu_ms" in (cg_runs.get(key) or [{}])[0]:
+            ours = _median(cg_runs[key], "server_cpu_ms")
+            theirs = _median(ll_runs[key], "server_cpu_ms") if ll else nan
+            rows.append((f"server CPU per request, {label} (ms; robust to a busy machine)",
+                         _fmt(ours, 2), _fmt(theirs, 2), _fmt(_ratio(ours, theirs), 2),
+                         "—", "—"))  # fmt: skip
     cg_rss = cg["peak_rss_mib"]
     ll_rss = ll["peak_rss_mib"] if ll else nan
     ratio = _ratio(cg_rss, ll_rss)

@@ -34,6 +34,7 @@ from bench.services import (
     LiteLLMProxy,
     RssSampler,
     Service,
+    cpu_seconds,
     ensure_litellm,
     rss_mib,
 )
@@ -140,10 +141,15 @@ def measure_targets(targets: list[Target], plan: Plan) -> None:
     for round_index in range(plan.rounds):
         for key, concurrency, stream in SCENARIOS:
             for target in targets:
+                pid = target.service.pid if target.service else None
+                cpu_before = cpu_seconds(pid) if pid else 0.0
                 result = run_load(
                     target, concurrency, scenario_requests(plan, key), plan.duration_s,
                     stream=stream,
                 )  # fmt: skip
+                if pid:  # CPU the server spent per measured request (warm-up included: ~1%)
+                    done = max(1, result["latency_ms"]["n"])
+                    result["server_cpu_ms"] = (cpu_seconds(pid) - cpu_before) * 1000 / done
                 target.results.setdefault(key, []).append(result)
                 print(
                     f"  round {round_index + 1} {key:<9} {target.name:<14} "

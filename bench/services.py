@@ -61,6 +61,19 @@ def _status_kib(pid: int, key: str) -> int:
     return 0
 
 
+def cpu_seconds(root: int) -> float:
+    """User + system CPU time of a process tree so far (from /proc, clock ticks)."""
+    ticks = 0
+    for pid in tree_pids(root):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(root: int) -> float:
     return sum(_status_kib(pid, "VmRSS") for pid in tree_pids(root)) / 1024
 
@@ -215,7 +228,6 @@ class Contextgate(Service):
             "CONTEXTGATE_UPSTREAM_BASE_URL": self.upstream_base_url,
             "CONTEXTGATE_UPSTREAM_API_KEY": "sk-bench",
             "CONTEXTGATE_MAX_RETRIES": "0",
-            "CONTEXTGATE_LOG_LEVEL": "WARNING",
             **self.extra_env,
         }
 
