@@ -54,7 +54,10 @@ async def _parse(request: Request, limit: int) -> tuple[str, str, int, dict[str,
             body = AttachmentCreate.model_validate_json(await request.body())
         except ValidationError as exc:
             raise BadRequest(f"Invalid attachment: {exc.errors()[0]['msg']}") from None
-        size = len(body.content.encode())
+        try:
+            size = len(body.content.encode())
+        except UnicodeEncodeError:
+            raise BadRequest("The content is not valid Unicode text.", param="content") from None
         if size > limit:
             raise _too_large(limit)
         meta = {"title": body.title, "source": body.source, "filename": None}
@@ -77,7 +80,34 @@ async def _parse(request: Request, limit: int) -> tuple[str, str, int, dict[str,
     )
 
 
-@router.post("", response_model=AttachmentInfo)
+_UPLOAD_SCHEMA = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": AttachmentCreate.model_json_schema()},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "title": {"type": "string"},
+                        "source": {"type": "string"},
+                    },
+                }
+            },
+        },
+    }
+}
+
+
+@router.post(
+    "",
+    response_model=AttachmentInfo,
+    status_code=201,
+    openapi_extra=_UPLOAD_SCHEMA,
+    responses={200: {"model": AttachmentInfo, "description": "Already stored (same text)"}},
+)
 async def create_attachment(
     request: Request, response: Response, caller: CallerDep, state: StateDep
 ) -> AttachmentInfo:
