@@ -10,6 +10,7 @@ than the request timeout (its process died) can be taken over.
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,7 +30,11 @@ _REPLAYED_HEADERS = ("x-conversation-id", "cache-control")
 
 
 def request_fingerprint(payload: dict[str, Any]) -> str:
-    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    try:
+        canonical = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # integers beyond 64 bits: the standard library copes
+        canonical = json.dumps(payload, sort_keys=True, default=str).encode()
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def _aware(moment: datetime) -> datetime:

@@ -29,7 +29,7 @@ async def list_conversations(
     caller: CallerDep,
     state: StateDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
 ) -> ConversationList:
     async with state.database.reading() as session:
         rows = await conversation_repository.list_recent(

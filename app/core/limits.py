@@ -3,7 +3,7 @@ shape of a chat request (message, attachment, tool counts; attachment size)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -78,8 +78,34 @@ class BodySizeLimitMiddleware:
                 await error_response(_too_large(self.max_bytes))(scope, receive, send)
 
 
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+
+
+def _check_integers(value: Any, where: str) -> None:
+    """JSON integers must fit 64 bits: what we store and hash is serialized with orjson."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int) and not _INT_MIN <= item <= _INT_MAX:
+            raise BadRequest(
+                f"An integer in '{where}' is outside the 64-bit range.",
+                param=where,
+                code="integer_out_of_range",
+            )
+
+
 def check_chat_limits(settings: Settings, request: ChatCompletionRequest) -> None:
     """Counts and sizes a chat request may have; a clear 400/413 before anything is stored."""
+    _check_integers(request.forwarded_params(), "body")
+    for index, message in enumerate(request.messages):
+        if not isinstance(message.content, str):
+            _check_integers(message.content, f"messages.{index}.content")
+        _check_integers(message.tool_calls, f"messages.{index}.tool_calls")
+        _check_integers(message.model_extra, f"messages.{index}")
     if len(request.messages) > settings.max_messages:
         raise BadRequest(
             f"Too many messages: {len(request.messages)} (the limit is {settings.max_messages}, "
