@@ -55,6 +55,8 @@ async def drive(base_url: str, db_url: str, requests: int, stream: bool, html: s
             started = time.perf_counter()
             profiler.start()
             for index in range(requests):
+                if index % 25 == 0:  # small conversations, as in bench.run
+                    conversation_id = None
                 body = {
                     "model": "bench-model",
                     "conversation_id": conversation_id,
@@ -63,6 +65,7 @@ async def drive(base_url: str, db_url: str, requests: int, stream: bool, html: s
                 }
                 response = await client.post("/chat/completions", json=body)
                 response.raise_for_status()
+                conversation_id = response.headers["x-conversation-id"]
             profiler.stop()
             elapsed = time.perf_counter() - started
     print(f"{requests} requests in {elapsed:.2f} s: {elapsed / requests * 1000:.2f} ms each")
