@@ -54,8 +54,10 @@ async def test_long_conversation_keeps_raw_tail_summary_and_every_message(
     client_for: Callable[[Settings], Any],
     make_settings: Callable[..., Settings],
     fake_upstream: FakeUpstream,
+    database_url: str,
 ) -> None:
-    client = await client_for(make_settings(summarizer_model="fake-summarizer"))
+    settings = make_settings(summarizer_model="fake-summarizer", database_url=database_url)
+    client = await client_for(settings)
     fake_upstream.script("fake-summarizer", [SUMMARY] * 40)
     conversation_id = None
     compactions = []
@@ -102,8 +104,10 @@ async def test_failed_summarizer_changes_nothing_and_the_next_request_retries(
     client_for: Callable[[Settings], Any],
     make_settings: Callable[..., Settings],
     fake_upstream: FakeUpstream,
+    database_url: str,
 ) -> None:
-    client = await client_for(make_settings(summarizer_model="fake-summarizer"))
+    settings = make_settings(summarizer_model="fake-summarizer", database_url=database_url)
+    client = await client_for(settings)
     conversation_id = await long_conversation(client, 8, NO_TRIGGER)
     before = await compaction_state(client, conversation_id)
     assert before == (0, 0, 0, 0)

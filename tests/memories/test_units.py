@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -220,3 +221,16 @@ def test_extraction_cadence() -> None:
 def test_text_similarity() -> None:
     assert text_similarity("User likes tea", "user likes TEA") == 1.0
     assert text_similarity("User likes tea", "User lives in Paris") < 0.5
+
+
+def test_compaction_ratio_per_request_then_per_model_then_default() -> None:
+    from types import SimpleNamespace
+
+    from app.core.settings import Settings
+    from app.memories.background import compaction_ratio
+
+    settings = Settings(compaction_ratio_by_model={"big-model": 0.6}, _env_file=None)
+    state: Any = SimpleNamespace(settings=settings)
+    assert compaction_ratio(state, 0.5, "big-model") == 0.5
+    assert compaction_ratio(state, None, "big-model") == 0.6
+    assert compaction_ratio(state, None, "other") == 0.8
