@@ -170,7 +170,18 @@ class _Stream:
                 self._abandon()
         self.finished = True
         # Shielded: a client leaving now must not cut the commit of a finished answer short.
-        cost = await asyncio.shield(self.save(complete=True))
+        try:
+            cost = await asyncio.shield(self.save(complete=True))
+        except Exception:  # not stored: say so in the stream instead of cutting it
+            logger.exception("could not store a streamed answer")
+            yield sse(
+                error_body(
+                    "The answer could not be stored; it was not saved to the conversation.",
+                    "server_error",
+                    "storage_error",
+                )
+            )
+            return
         extensions = response_extensions(self.prepared, cost)
         metadata = self._envelope([])
         if self.prepared.request.include_usage:

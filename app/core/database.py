@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import event, text
@@ -27,6 +28,10 @@ class Database:
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     is_sqlite: bool
+    # SQLite has one writer at a time: queue this process's writers here (FIFO, no pool
+    # connection held while waiting) instead of in SQLite's busy handler, which is unfair
+    # and can starve a writer past the busy timeout under load.
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
@@ -42,8 +47,17 @@ class Database:
         writes fails at once with "database is locked" when another writer got there first,
         whereas an immediate one waits for the lock (up to the busy timeout) before reading.
         """
+        if not self.is_sqlite:
+            async with self._transaction() as session:
+                yield session
+            return
+        async with self.write_lock, self._transaction(immediate=True) as session:
+            yield session
+
+    @asynccontextmanager
+    async def _transaction(self, *, immediate: bool = False) -> AsyncIterator[AsyncSession]:
         async with self.sessionmaker() as session:
-            if self.is_sqlite:
+            if immediate:
                 await session.connection(execution_options={_BEGIN_MODE: "IMMEDIATE"})
             try:
                 yield session
