@@ -86,3 +86,19 @@ async def test_internal_call_marks_only_the_current_task() -> None:
 
     assert await asyncio.create_task(in_request()) is True
     assert is_internal_call.get() is False  # the caller's context is untouched
+
+
+async def test_litellm_does_not_price_internal_calls() -> None:
+    import asyncio
+
+    from litellm.litellm_core_utils.litellm_logging import Logging
+
+    fastpath.install()
+    calculator = Logging.response_cost_calculator
+    assert getattr(calculator, "__contextgate_fast__", False)
+
+    async def in_request() -> object:
+        fastpath.internal_call()
+        return calculator(object(), result=None)  # type: ignore[arg-type]
+
+    assert await asyncio.create_task(in_request()) is None
