@@ -26,6 +26,7 @@ __all__ = ["is_retryable", "map_upstream_error", "retry_after_seconds"]
 
 _CONNECTION_ERRORS = (openai.APIConnectionError, httpx.ConnectError, ConnectionError)
 _TIMEOUTS = (openai.APITimeoutError, TimeoutError)
+_BROKEN_STREAM = (httpx.ReadError, httpx.RemoteProtocolError)
 _PREFIX = re.compile(r"^(litellm\.\w+:\s*)+|^\w+Exception\s*-\s*")
 
 
@@ -98,6 +99,13 @@ def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
             status_code=502,
             code="upstream_unreachable",
         )
+    if (status is None or status >= 500) and _in_chain(exc, _BROKEN_STREAM):
+        # litellm labels a connection that broke off mid-answer "HTTP 500"/503; it was not.
+        return UpstreamError(
+            f"The upstream for model '{model}' broke off its answer: {message}",
+            status_code=502,
+            code="upstream_error",
+        )
     if status == 429:
         retry_after = retry_after_seconds(exc)
         headers = {"Retry-After": str(int(retry_after + 0.999))} if retry_after is not None else {}
@@ -120,6 +128,17 @@ def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
         status_code=502,
         code="upstream_error",
     )
+
+
+def _in_chain(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, kinds):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _is_connection_failure(exc: BaseException) -> bool:

@@ -232,6 +232,7 @@ async def test_stream_cut_by_the_upstream_ends_with_an_error_and_keeps_the_parti
     events = _sse(response.text)
     assert "error" in events[-1], events[-1]
     assert set(events[-1]["error"]) == {"message", "type", "param", "code"}
+    assert "broke off" in events[-1]["error"]["message"]
     assert "[DONE]" not in events
     conversation_id = response.headers["x-conversation-id"]
     stored = await _stored(client, conversation_id)

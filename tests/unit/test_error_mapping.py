@@ -243,3 +243,21 @@ async def test_an_unexpected_exception_is_still_openais_envelope() -> None:
     assert body["error"]["type"] == "server_error"
     assert body["error"]["code"] == "internal_error"
     assert "a bug" not in body["error"]["message"]
+
+
+def test_stream_broken_off_mid_answer_is_not_reported_as_http_500() -> None:
+    try:
+        try:
+            raise httpx.ReadError("Response payload is not completed")
+        except httpx.ReadError as read_error:
+            raise le.MidStreamFallbackError(
+                message="litellm.APIConnectionError: Response payload is not completed",
+                model=MODEL,
+                llm_provider="openai",
+            ) from read_error
+    except le.MidStreamFallbackError as exc:
+        error = mapped(exc)
+    assert error.status_code == 502
+    assert error.code == "upstream_error"
+    assert "broke off" in error.message
+    assert "HTTP 500" not in error.message
