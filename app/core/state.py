@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 
-from app.context.tokens import TokenCounter
 from app.core.database import Database
 from app.core.settings import Settings
-from app.llm.client import LLMClient
 
 if TYPE_CHECKING:
+    # Type-only: the CLI's database commands import this module and should not pay for
+    # importing litellm (seconds of CPU) to open a database.
     from app.cache.summary import SummaryCache
+    from app.context.tokens import TokenCounter
+    from app.llm.client import LLMClient
     from app.keys.auth import Caller
     from app.memories.runtime import MemoryRuntime
 
