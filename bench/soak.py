@@ -161,6 +161,7 @@ def main() -> None:
     parser.add_argument("--sample-s", type=float, default=5.0)
     parser.add_argument("--chunk-delay-ms", type=int, default=20)
     parser.add_argument("--pool-size", type=int, default=10)
+    parser.add_argument("--max-retries", type=int, default=2)
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "soak.json")
     args = parser.parse_args()
     args.warmup = min(args.warmup, args.duration / 3)
@@ -172,7 +173,11 @@ def main() -> None:
                 work,
                 upstream.base_url,
                 f"sqlite+aiosqlite:///{db_path}",
-                extra_env={"CONTEXTGATE_DB_POOL_SIZE": str(args.pool_size)},
+                extra_env={
+                    "CONTEXTGATE_DB_POOL_SIZE": str(args.pool_size),
+                    # The product default (bench.services turns retries off for latency runs).
+                    "CONTEXTGATE_MAX_RETRIES": str(args.max_retries),
+                },
             )
             with server:
                 soak = Soak(args, server.base_url)
