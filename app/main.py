@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -68,6 +69,18 @@ def build_state(settings: Settings) -> AppState:
     )
 
 
+async def _drain_background(state: AppState, grace_s: float = 5.0) -> None:
+    """Let background work (partial answers being saved, extraction) finish, briefly; then
+    cancel what is left and wait for it, so no task touches the database after it closes."""
+    pending = [task for task in state.background if not task.done()]
+    if not pending:
+        return
+    _, still_running = await asyncio.wait(pending, timeout=grace_s)
+    for task in still_running:
+        task.cancel()
+    await asyncio.gather(*still_running, return_exceptions=True)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
 
@@ -79,8 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
-            for task in list(state.background):
-                task.cancel()
+            await _drain_background(state)
             await close_keys()
             if state.summary_cache is not None:
                 await state.summary_cache.close()

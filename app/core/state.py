@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     # importing litellm (seconds of CPU) to open a database.
     from app.cache.summary import SummaryCache
     from app.context.tokens import TokenCounter
-    from app.llm.client import LLMClient
     from app.keys.auth import Caller
+    from app.llm.client import LLMClient
     from app.memories.runtime import MemoryRuntime
 
 __all__ = ["AppState", "get_state"]
