@@ -40,8 +40,11 @@ system-deps:
 		echo "system-deps: postgresql, redis-server, chromium and chromium-driver present"; \
 	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
 		echo "system-deps: installing postgresql redis-server chromium chromium-driver"; \
-		(apt-get update -qq && apt-get install -y -qq postgresql redis-server chromium chromium-driver >/dev/null) \
-			|| echo "system-deps: apt-get failed; PostgreSQL/Redis/browser tests will skip"; \
+		apt-get update -qq || echo "system-deps: apt-get update failed"; \
+		apt-get install -y -qq postgresql redis-server >/dev/null \
+			|| echo "system-deps: could not install postgresql/redis-server; their tests will skip"; \
+		apt-get install -y -qq chromium chromium-driver >/dev/null \
+			|| echo "system-deps: could not install chromium; the browser test will skip"; \
 	else \
 		echo "system-deps: cannot install postgresql/redis-server/chromium (not root or no apt); their tests will skip"; \
 	fi
