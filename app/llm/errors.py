@@ -110,6 +110,15 @@ def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
         retry_after = retry_after_seconds(exc)
         headers = {"Retry-After": str(int(retry_after + 0.999))} if retry_after is not None else {}
         return RateLimited(f"The upstream rate-limited the request: {message}", headers=headers)
+    if status in (None, 500) and "missing credentials" in message.lower():
+        # litellm raises this before any call when no provider key is configured.
+        return UpstreamError(
+            f"contextgate has no credentials for model '{model}': set the provider's key "
+            "(e.g. OPENAI_API_KEY), CONTEXTGATE_UPSTREAM_BASE_URL/CONTEXTGATE_UPSTREAM_API_KEY, "
+            f"or an api_key in CONTEXTGATE_CONFIG. ({message})",
+            status_code=502,
+            code="upstream_credentials_missing",
+        )
     if status in (401, 403):
         return UpstreamError(
             f"The upstream refused contextgate's credentials for model '{model}' "

@@ -261,3 +261,19 @@ def test_stream_broken_off_mid_answer_is_not_reported_as_http_500() -> None:
     assert error.code == "upstream_error"
     assert "broke off" in error.message
     assert "HTTP 500" not in error.message
+
+
+async def test_missing_provider_key_says_which_setting_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass-through model with no provider key fails inside litellm before any call."""
+    from app.llm.client import LLMClient, RetryPolicy
+    from app.llm.routing import ModelRouter
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = LLMClient(ModelRouter(), retry=RetryPolicy(max_retries=0))
+    with pytest.raises(UpstreamError) as caught:
+        await client.complete("gpt-4o-mini", [{"role": "user", "content": "hi"}])
+    assert caught.value.status_code == 502
+    assert caught.value.code == "upstream_credentials_missing"
+    assert "OPENAI_API_KEY" in caught.value.message
