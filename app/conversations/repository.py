@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import and_, delete, func, select, union
+from sqlalchemy import and_, delete, func, literal, select, union, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, Message
@@ -85,6 +85,36 @@ class ConversationRepository:
             .order_by(Message.sequence_number)
         )
         return list((await session.execute(statement)).scalars().all())
+
+    async def edge_content_hashes(
+        self, session: AsyncSession, conversation_id: str, *, head: int, tail: int
+    ) -> tuple[list[str], list[str]]:
+        """The first ``head`` and the last ``tail`` stored content hashes, in one statement.
+
+        Both oldest first; what ``head_content_hashes`` and ``tail_content_hashes`` return.
+        """
+        last = (
+            select(
+                literal(1).label("part"),
+                Message.sequence_number.label("sequence"),
+                Message.content_hash.label("hash"),
+            )
+            .where(Message.conversation_id == conversation_id)
+            .order_by(Message.sequence_number.desc())
+            .limit(tail)
+            .subquery()
+        )
+        first = select(
+            literal(0).label("part"),
+            Message.sequence_number.label("sequence"),
+            Message.content_hash.label("hash"),
+        ).where(Message.conversation_id == conversation_id, Message.sequence_number < head)
+        statement = union_all(first, select(last.c.part, last.c.sequence, last.c.hash))
+        rows = sorted((await session.execute(statement)).all(), key=lambda row: row[1])
+        return (
+            [row[2] for row in rows if row[0] == 0],
+            [row[2] for row in rows if row[0] == 1],
+        )
 
     async def context_messages(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.tokens import text_of
@@ -117,9 +118,11 @@ class ConversationService:
         chain = chain_hashes(incoming_hashes[: conversation.message_count])
         if matches_prefix(conversation.head_hash, conversation.message_count, chain):
             return conversation.message_count  # the whole history, as OpenAI clients send it
-        tail = await repository.tail_content_hashes(session, conversation.id, len(incoming_hashes))
-        system = await repository.head_content_hashes(
-            session, conversation.id, conversation.system_prompt_count
+        system, tail = await repository.edge_content_hashes(
+            session,
+            conversation.id,
+            head=conversation.system_prompt_count,
+            tail=len(incoming_hashes),
         )
         return new_messages_start(
             stored_count=conversation.message_count,
@@ -182,8 +185,10 @@ class ConversationService:
         conversation.model = model
         if prompt_tokens is not None:
             conversation.last_prompt_tokens = prompt_tokens
-        session.add_all(rows)
-        await session.flush()
+        await session.flush()  # the conversation row first (a new one is inserted here)
+        if rows:  # one executemany, not one INSERT ... RETURNING per message; render_nulls
+            # keeps every row's columns alike, so rows never split into several statements
+            await session.execute(insert(Message).execution_options(render_nulls=True), rows)
         return conversation
 
     async def _call_turns(
@@ -211,7 +216,7 @@ class ConversationService:
         message: ConversationMessage,
         request_id: str | None,
         call_turns: dict[str, int],
-    ) -> Message:
+    ) -> dict[str, Any]:
         sequence = conversation.message_count
         start = conversation.total_tokens
         message_hash = message.content_hash or content_hash(message.to_openai())
@@ -235,24 +240,24 @@ class ConversationService:
             for call in message.tool_calls:
                 call_turns[str(call.get("id"))] = turn
         message.turn_number = turn
-        return Message(
-            conversation_id=conversation.id,
-            tenant_id=conversation.tenant_id,
-            sequence_number=sequence,
-            turn_number=turn,
-            role=message.role,
-            content=message.content,
-            name=message.name,
-            tool_calls=message.tool_calls,
-            tool_call_id=message.tool_call_id,
-            reasoning_content=message.reasoning_content,
-            token_count=message.token_count,
-            start_tokens=start,
-            chain_hash=conversation.head_hash,
-            content_hash=message_hash,
-            status=message.status,
-            request_id=request_id,
-        )
+        return {
+            "conversation_id": conversation.id,
+            "tenant_id": conversation.tenant_id,
+            "sequence_number": sequence,
+            "turn_number": turn,
+            "role": message.role,
+            "content": message.content,
+            "name": message.name,
+            "tool_calls": message.tool_calls,
+            "tool_call_id": message.tool_call_id,
+            "reasoning_content": message.reasoning_content,
+            "token_count": message.token_count,
+            "start_tokens": start,
+            "chain_hash": conversation.head_hash,
+            "content_hash": message_hash,
+            "status": message.status,
+            "request_id": request_id,
+        }
 
     async def messages(
         self, session: AsyncSession, conversation: Conversation
