@@ -20,7 +20,7 @@ from app.main import create_app
 from tests.fake_upstream import FakeUpstream
 from tests.support.proxy import ContextgateServer
 
-pytest_plugins = ["tests.plugins.real_servers"]
+pytest_plugins = ["tests.plugins.real_servers", "tests.plugins.log_capture"]
 
 
 @pytest.fixture(scope="session")

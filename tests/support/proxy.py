@@ -12,9 +12,11 @@ from types import TracebackType
 
 import httpx
 
-__all__ = ["ContextgateServer", "free_port"]
+__all__ = ["SERVER_LOGS", "ContextgateServer", "free_port"]
 
 REPO = Path(__file__).resolve().parents[2]
+# Every server log of the session, scanned for secrets at its end (tests/plugins/log_capture.py).
+SERVER_LOGS: list[Path] = []
 
 
 def free_port() -> int:
@@ -38,6 +40,8 @@ class ContextgateServer:
         self.workers = workers
         self.port = free_port()
         self.log_path = log_path
+        if log_path is not None:
+            SERVER_LOGS.append(log_path)
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self._log_file: object | None = None
