@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import and_, delete, func, literal, select, union, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Conversation, Message
+from app.db.models import Conversation, ConversationSummaryRow, Message
 
 __all__ = ["ConversationRepository", "conversation_repository"]
 
@@ -27,6 +27,30 @@ class ConversationRepository:
         if for_update:
             statement = statement.with_for_update()
         return (await session.execute(statement)).scalar_one_or_none()
+
+    async def get_with_summaries(
+        self, session: AsyncSession, tenant_id: str, conversation_id: str
+    ) -> tuple[Conversation | None, list[ConversationSummaryRow]]:
+        """The conversation and its active (unmerged) summaries, in one statement.
+
+        The summaries are what ``MemoryRepository.active_summaries`` returns, in its order.
+        """
+        statement = (
+            select(Conversation, ConversationSummaryRow)
+            .outerjoin(
+                ConversationSummaryRow,
+                and_(
+                    ConversationSummaryRow.conversation_id == Conversation.id,
+                    ConversationSummaryRow.merged_into.is_(None),
+                ),
+            )
+            .where(Conversation.id == conversation_id, Conversation.tenant_id == tenant_id)
+            .order_by(ConversationSummaryRow.first_turn)
+        )
+        rows = (await session.execute(statement)).all()
+        if not rows:
+            return None, []
+        return rows[0][0], [row[1] for row in rows if row[1] is not None]
 
     async def find_by_heads(
         self, session: AsyncSession, tenant_id: str, heads: Sequence[str]

@@ -13,7 +13,7 @@ from app.conversations.fingerprint import chain_hashes, content_hash, extend_cha
 from app.conversations.messages import ConversationMessage, attach_reasoning_steps
 from app.conversations.repository import conversation_repository as repository
 from app.core.errors import NotFound
-from app.db.models import Conversation, Message, new_id
+from app.db.models import Conversation, ConversationSummaryRow, Message, new_id
 
 __all__ = [
     "ConversationService",
@@ -31,6 +31,8 @@ class ResolvedConversation:
     conversation_id: str
     conversation: Conversation | None  # None: a new conversation, created when stored
     new_start: int  # incoming[new_start:] are the messages not stored yet
+    # The conversation's active summaries when read with it (None: not read yet).
+    summaries: list[ConversationSummaryRow] | None = None
 
     @property
     def is_new(self) -> bool:
@@ -101,7 +103,9 @@ class ConversationService:
         conversation_id: str | None,
     ) -> ResolvedConversation:
         if conversation_id is not None:
-            conversation = await repository.get(session, tenant_id, conversation_id)
+            conversation, summaries = await repository.get_with_summaries(
+                session, tenant_id, conversation_id
+            )
             if conversation is None:
                 raise NotFound(
                     f"No conversation '{conversation_id}'.",
@@ -109,7 +113,7 @@ class ConversationService:
                     code="conversation_not_found",
                 )
             start = await self._new_start(session, conversation, incoming_hashes)
-            return ResolvedConversation(conversation.id, conversation, start)
+            return ResolvedConversation(conversation.id, conversation, start, summaries)
         return await self._match_by_prefix(session, tenant_id, incoming_hashes)
 
     async def _new_start(

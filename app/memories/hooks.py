@@ -147,7 +147,9 @@ async def _compaction_and_bundle(
     cap = max(0, min(int(budget * settings.summary_budget_share), budget - fixed))
     memory.boundary_tokens = conversation.compacted_tokens
     memory.boundary_sequence = conversation.compacted_sequence
-    summaries = await memory_repository.active_summaries(session, conversation.id)
+    summaries = resolved.summaries  # read with the conversation when it was named
+    if summaries is None:
+        summaries = await memory_repository.active_summaries(session, conversation.id)
     system = conversation.system_prompt_tokens
     new_tokens = sum(m.token_count for m in new)
 
