@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import and_, delete, func, literal, select, union, union_all
+from sqlalchemy import and_, delete, func, literal, select, union, union_all, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, ConversationSummaryRow, Message
@@ -51,6 +52,25 @@ class ConversationRepository:
         if not rows:
             return None, []
         return rows[0][0], [row[1] for row in rows if row[1] is not None]
+
+    async def update_if_unchanged(
+        self,
+        session: AsyncSession,
+        tenant_id: str,
+        conversation_id: str,
+        expected: dict[str, Any],
+        values: dict[str, Any],
+    ) -> bool:
+        """Set ``values`` on the conversation if its columns still equal ``expected``."""
+        guard = [getattr(Conversation, name) == value for name, value in expected.items()]
+        statement = (
+            update(Conversation)
+            .where(Conversation.id == conversation_id, Conversation.tenant_id == tenant_id, *guard)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        result = await session.execute(statement)
+        return bool(getattr(result, "rowcount", 0) == 1)
 
     async def find_by_heads(
         self, session: AsyncSession, tenant_id: str, heads: Sequence[str]

@@ -195,10 +195,48 @@ class ConversationService:
             await session.execute(insert(Message).execution_options(render_nulls=True), rows)
         return conversation
 
+    async def append_continuing(
+        self,
+        session: AsyncSession,
+        tenant_id: str,
+        known: Conversation,
+        messages: list[ConversationMessage],
+        *,
+        model: str,
+        request_id: str | None = None,
+        prompt_tokens: int | None = None,
+    ) -> None:
+        """``append`` to a conversation this request read earlier, without locking it first.
+
+        One UPDATE guarded by the counters read earlier, then one INSERT of the messages; when
+        the conversation changed meanwhile (a concurrent turn), the guard matches nothing and
+        this falls back to ``append``, which locks the row and appends at the current end.
+        """
+        draft = _Counters.of(known)
+        call_turns = await self._call_turns(session, draft, messages)
+        rows = [self._next_row(draft, message, request_id, call_turns) for message in messages]
+        values: dict[str, Any] = {**draft.counters(), "model": model}
+        if prompt_tokens is not None:
+            values["last_prompt_tokens"] = prompt_tokens
+        if rows and await repository.update_if_unchanged(
+            session, tenant_id, known.id, _Counters.of(known).counters(), values
+        ):
+            await session.execute(insert(Message).execution_options(render_nulls=True), rows)
+            return
+        await self.append(
+            session,
+            tenant_id,
+            known.id,
+            messages,
+            model=model,
+            request_id=request_id,
+            prompt_tokens=prompt_tokens,
+        )
+
     async def _call_turns(
         self,
         session: AsyncSession,
-        conversation: Conversation,
+        conversation: Conversation | _Counters,
         messages: list[ConversationMessage],
     ) -> dict[str, int]:
         """Turns of the stored tool calls that the tool results among ``messages`` answer."""
@@ -216,7 +254,7 @@ class ConversationService:
 
     def _next_row(
         self,
-        conversation: Conversation,
+        conversation: Conversation | _Counters,
         message: ConversationMessage,
         request_id: str | None,
         call_turns: dict[str, int],
@@ -276,6 +314,49 @@ class ConversationService:
         if conversation is None:
             raise NotFound(f"No conversation '{conversation_id}'.", code="conversation_not_found")
         return conversation
+
+
+@dataclass(slots=True)
+class _Counters:
+    """A conversation's running counters, advanced by ``_next_row`` without touching the row."""
+
+    id: str
+    tenant_id: str
+    message_count: int
+    total_tokens: int
+    turn_count: int
+    system_prompt_count: int
+    system_prompt_tokens: int
+    last_user_sequence: int | None
+    last_user_start_tokens: int
+    head_hash: str
+
+    @classmethod
+    def of(cls, conversation: Conversation) -> _Counters:
+        return cls(
+            id=conversation.id,
+            tenant_id=conversation.tenant_id,
+            message_count=conversation.message_count,
+            total_tokens=conversation.total_tokens,
+            turn_count=conversation.turn_count,
+            system_prompt_count=conversation.system_prompt_count,
+            system_prompt_tokens=conversation.system_prompt_tokens,
+            last_user_sequence=conversation.last_user_sequence,
+            last_user_start_tokens=conversation.last_user_start_tokens,
+            head_hash=conversation.head_hash,
+        )
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            "message_count": self.message_count,
+            "total_tokens": self.total_tokens,
+            "turn_count": self.turn_count,
+            "system_prompt_count": self.system_prompt_count,
+            "system_prompt_tokens": self.system_prompt_tokens,
+            "last_user_sequence": self.last_user_sequence,
+            "last_user_start_tokens": self.last_user_start_tokens,
+            "head_hash": self.head_hash,
+        }
 
 
 def _title(messages: list[ConversationMessage]) -> str | None:

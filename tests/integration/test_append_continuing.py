@@ -1,0 +1,86 @@
+"""append_continuing: one guarded UPDATE when nothing changed, append()'s result either way."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from app.conversations.service import conversation_service
+from app.core.database import Database, create_database
+from app.db.models import Conversation, new_id
+from tests.integration.test_repositories import MODEL, TENANT, TURN, append, message
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = create_database(database_url, pool_size=4)
+    yield database
+    await database.dispose()
+
+
+async def _stored(
+    db: Database, conversation_id: str
+) -> tuple[Conversation, list[tuple[int, int, str]]]:
+    async with db.reading() as session:
+        conversation = await conversation_service.get(session, TENANT, conversation_id)
+        rows = await conversation_service.messages(session, conversation)
+    return conversation, [(m.sequence_number or 0, m.turn_number or 0, m.role) for m in rows]
+
+
+async def _continue(db: Database, known: Conversation, text: str) -> None:
+    async with db.writing() as session:
+        await conversation_service.append_continuing(
+            session,
+            TENANT,
+            known,
+            [message("user", text), message("assistant", f"Echo: {text}")],
+            model=MODEL,
+            prompt_tokens=42,
+        )
+
+
+async def test_continuing_matches_append(db: Database) -> None:
+    fast, slow = new_id("conv"), new_id("conv")
+    for conversation_id in (fast, slow):
+        await append(db, conversation_id, TURN)
+    known, _ = await _stored(db, fast)
+    await _continue(db, known, "again")
+    await append(db, slow, [message("user", "again"), message("assistant", "Echo: again")])
+    (a, rows_a), (b, rows_b) = await _stored(db, fast), await _stored(db, slow)
+    assert (
+        rows_a
+        == rows_b
+        == [
+            (0, 0, "system"),
+            (1, 1, "user"),
+            (2, 1, "assistant"),
+            (3, 2, "user"),
+            (4, 2, "assistant"),
+        ]
+    )
+    for name in (
+        "message_count",
+        "total_tokens",
+        "turn_count",
+        "system_prompt_count",
+        "system_prompt_tokens",
+        "last_user_sequence",
+        "last_user_start_tokens",
+        "head_hash",
+    ):
+        assert getattr(a, name) == getattr(b, name), name
+    assert a.last_prompt_tokens == 42
+
+
+async def test_a_turn_stored_meanwhile_falls_back_to_the_current_end(db: Database) -> None:
+    conversation_id = new_id("conv")
+    await append(db, conversation_id, TURN)
+    known, _ = await _stored(db, conversation_id)  # read by this request ...
+    await _continue(db, known, "first")  # ... while a concurrent request stored its turn
+    await _continue(db, known, "second")  # stale counters: must append after "first"
+    conversation, rows = await _stored(db, conversation_id)
+    assert [r[0] for r in rows] == list(range(7))  # no gap, no duplicate sequence number
+    assert [r[1] for r in rows] == [0, 1, 1, 2, 2, 3, 3]
+    assert conversation.message_count == 7
+    assert conversation.turn_count == 3
