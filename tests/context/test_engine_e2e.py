@@ -14,26 +14,9 @@ import pytest
 
 from app.core.settings import Settings
 from tests.fake_upstream import FakeUpstream
+from tests.support.models import fake_model_list
 
 PRICE = {"input_cost_per_token": 0.000001, "output_cost_per_token": 0.000002}
-
-
-def _config(tmp_path: Path, fake: FakeUpstream) -> Path:
-    entries = [
-        {
-            "model_name": name,
-            "litellm_params": {
-                "model": f"openai/{name}",
-                "api_base": fake.base_url,
-                "api_key": "sk-fake",
-            },
-            "model_info": PRICE,
-        }
-        for name in ("fake-planner", "fake-summarizer")
-    ]
-    path = tmp_path / "models.yaml"
-    path.write_bytes(orjson.dumps({"model_list": entries}))  # JSON is YAML
-    return path
 
 
 @pytest.fixture
@@ -46,7 +29,7 @@ async def sdk(
     settings = make_settings(
         planner_model="fake-planner",
         summarizer_model="fake-summarizer",
-        config=_config(tmp_path, fake_upstream),
+        config=fake_model_list(tmp_path, fake_upstream, model_info=PRICE),
     )
     http: httpx.AsyncClient = await client_for(settings)
     return openai.AsyncOpenAI(base_url="http://contextgate/v1", api_key="sk-x", http_client=http)
