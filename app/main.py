@@ -54,6 +54,7 @@ def build_state(settings: Settings) -> AppState:
         timeout_s=settings.request_timeout_s,
         connect_timeout_s=settings.connect_timeout_s,
         first_token_timeout_s=settings.first_token_timeout_s,
+        direct=settings.upstream_transport == "auto",
         retry=RetryPolicy(
             max_retries=settings.max_retries,
             backoff_s=settings.retry_backoff_s,
@@ -98,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await state.summary_cache.close()
             if state.memory is not None:
                 await state.memory.aclose()
+            await state.llm.aclose()
             await state.database.dispose()
 
     app = FastAPI(

@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     retry_max_backoff_s: float = Field(8.0, ge=0)
     # Streams: how long the first token may take (retries and fallbacks apply until then).
     first_token_timeout_s: float = Field(120.0, gt=0)
+    # "auto": plain OpenAI-compatible deployments (openai/<name> with an api_base) are called
+    # over contextgate's own pooled HTTP client, everything else through litellm;
+    # "litellm": every call goes through litellm.acompletion.
+    upstream_transport: Literal["auto", "litellm"] = "auto"
 
     # --- input limits (413 / 400 before anything is stored) ------------------------------
     max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)

@@ -1,7 +1,9 @@
 """Every model call goes through here: routing, one retry loop, fallbacks, timeouts, cost.
 
 litellm does the provider translation; its own retries (and the OpenAI SDK's) are switched off
-so that there is exactly one retry loop in the system, this one.
+so that there is exactly one retry loop in the system, this one. Plain OpenAI-compatible
+deployments skip litellm and go over ``openai_compat``'s pooled HTTP client (its docstring says
+why); litellm is imported on the first call that needs it, not at start.
 """
 
 from __future__ import annotations
@@ -12,28 +14,36 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
-import litellm
 
 from app.core import metrics
 from app.core.errors import ContextGateError, UpstreamError
 from app.llm import fastpath
 from app.llm.errors import is_retryable, map_upstream_error, retry_after_seconds
 from app.llm.model_info import ModelInfo, model_info_for
+from app.llm.openai_compat import OpenAICompatTransport, is_direct
 from app.llm.params import strip_control_params
 from app.llm.responses import Usage, normalize_chunk, normalize_completion, usage_of
 from app.llm.routing import Deployment, ModelRouter
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 __all__ = ["Completion", "LLMClient", "RetryPolicy", "StreamHandle", "Usage"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-litellm.suppress_debug_info = True
-litellm.telemetry = False
-fastpath.install()  # the OpenAI SDK's per-message body walk, off the hot path (bench/README.md)
+
+def _litellm() -> ModuleType:
+    """litellm, imported (and its hot-path overhead switched off) on first use."""
+    import litellm
+
+    fastpath.install()  # idempotent: its logging, pricing and the SDK's body walk (fastpath.py)
+    fastpath.internal_call()
+    return litellm
 
 
 @dataclass(slots=True)
@@ -96,12 +106,24 @@ class LLMClient:
         retry: RetryPolicy | None = None,
         connect_timeout_s: float = 10.0,
         first_token_timeout_s: float = 120.0,
+        direct: bool = True,
     ) -> None:
         self.router = router
+        # None: every call goes through litellm (CONTEXTGATE_UPSTREAM_TRANSPORT=litellm).
+        self.transport = OpenAICompatTransport() if direct else None
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.first_token_timeout_s = first_token_timeout_s
         self.retry = retry or RetryPolicy()
+
+    async def aclose(self) -> None:
+        if self.transport is not None:
+            await self.transport.aclose()
+
+    def _timeout(self, deployment: Deployment, timeout: float | None) -> httpx.Timeout:
+        total = float(timeout or deployment.params.get("timeout") or self.timeout_s)
+        # httpx timeouts: connecting may take connect_timeout_s; every read, the total.
+        return httpx.Timeout(total, connect=min(total, self.connect_timeout_s))
 
     # ---- model facts -----------------------------------------------------------------
     def model_info(self, model_name: str) -> ModelInfo:
@@ -117,9 +139,7 @@ class LLMClient:
         self, deployment: Deployment, params: dict[str, Any], timeout: float | None
     ) -> dict[str, Any]:
         kwargs = {**strip_control_params(params), **deployment.params}
-        total = float(timeout or deployment.params.get("timeout") or self.timeout_s)
-        # httpx timeouts: connecting may take connect_timeout_s; every read, the total.
-        kwargs["timeout"] = httpx.Timeout(total, connect=min(total, self.connect_timeout_s))
+        kwargs["timeout"] = self._timeout(deployment, timeout)
         kwargs["num_retries"] = 0
         kwargs["max_retries"] = 0
         # litellm routes any call with `tools` through its MCP handler, which needs the optional
@@ -137,11 +157,17 @@ class LLMClient:
         retry: RetryPolicy | None = None,
     ) -> Completion:
         async def call(deployment: Deployment) -> Completion:
-            raw = await litellm.acompletion(
-                model=deployment.litellm_model,
-                messages=messages,
-                **self._call_kwargs(deployment, params or {}, timeout),
-            )
+            raw: Any
+            if self.transport is not None and is_direct(deployment):
+                raw = await self.transport.complete(
+                    deployment, messages, params or {}, self._timeout(deployment, timeout)
+                )
+            else:
+                raw = await _litellm().acompletion(
+                    model=deployment.litellm_model,
+                    messages=messages,
+                    **self._call_kwargs(deployment, params or {}, timeout),
+                )
             response = normalize_completion(raw, model_name)
             usage = usage_of(response.get("usage"))
             prompt_cost, completion_cost = self.cost(deployment, usage)
@@ -157,7 +183,7 @@ class LLMClient:
         async def call(deployment: Deployment) -> tuple[list[list[float]], float]:
             kwargs = {**deployment.params, "timeout": timeout or self.timeout_s}
             kwargs["num_retries"] = 0
-            raw = await litellm.aembedding(model=deployment.litellm_model, input=texts, **kwargs)
+            raw = await _litellm().aembedding(model=deployment.litellm_model, input=texts, **kwargs)
             data = sorted(raw["data"], key=lambda item: item["index"])
             vectors = [[float(x) for x in item["embedding"]] for item in data]
             usage = getattr(raw, "usage", None)
@@ -177,14 +203,20 @@ class LLMClient:
         """Open a stream; retries and fallbacks apply until its first chunk has arrived."""
 
         async def call(deployment: Deployment) -> StreamHandle:
-            kwargs = self._call_kwargs(deployment, params or {}, timeout)
-            kwargs["stream_options"] = {"include_usage": True}
             opened: list[Any] = []
 
             async def first_chunk() -> Any:
-                response = await litellm.acompletion(
-                    model=deployment.litellm_model, messages=messages, stream=True, **kwargs
-                )
+                response: Any
+                if self.transport is not None and is_direct(deployment):
+                    response = await self.transport.open_stream(
+                        deployment, messages, params or {}, self._timeout(deployment, timeout)
+                    )
+                else:
+                    kwargs = self._call_kwargs(deployment, params or {}, timeout)
+                    kwargs["stream_options"] = {"include_usage": True}
+                    response = await _litellm().acompletion(
+                        model=deployment.litellm_model, messages=messages, stream=True, **kwargs
+                    )
                 opened.append(response.__aiter__())
                 try:
                     return await opened[0].__anext__()
@@ -214,7 +246,6 @@ class LLMClient:
         call: Callable[[Deployment], Awaitable[T]],
         retry: RetryPolicy | None,
     ) -> T:
-        fastpath.internal_call()  # litellm queues no logging work for our calls (fastpath.py)
         policy = retry or self.retry
         deployments = self.router.resolve(model_name)
         error: ContextGateError | None = None

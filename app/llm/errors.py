@@ -1,17 +1,20 @@
-"""Map provider errors (as litellm raises them) to contextgate's OpenAI-shaped errors."""
+"""Map provider errors (as litellm or the direct path raise them) to OpenAI-shaped errors.
+
+litellm and the openai SDK are looked up in ``sys.modules`` rather than imported: an exception
+can only be one of theirs once they are loaded, and a process that only talks to
+OpenAI-compatible servers never loads them (app/llm/openai_compat.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import sys
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-import openai
-from litellm.exceptions import ContextWindowExceededError
-from litellm.exceptions import Timeout as LitellmTimeout
 
 from app.core.errors import (
     BadRequest,
@@ -24,9 +27,41 @@ from app.core.errors import (
 
 __all__ = ["is_retryable", "map_upstream_error", "retry_after_seconds"]
 
-_CONNECTION_ERRORS = (openai.APIConnectionError, httpx.ConnectError, ConnectionError)
-_TIMEOUTS = (openai.APITimeoutError, TimeoutError)
 _BROKEN_STREAM = (httpx.ReadError, httpx.RemoteProtocolError)
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "context_window_exceeded"})
+
+
+def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:
+    """``module.name`` if that module is already imported, else nothing to match."""
+    loaded = sys.modules.get(module)
+    kind = getattr(loaded, name, None) if loaded is not None else None
+    return (kind,) if isinstance(kind, type) and issubclass(kind, BaseException) else ()
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    return (*_loaded("openai", "APIConnectionError"), httpx.ConnectError, ConnectionError)
+
+
+def _timeouts() -> tuple[type[BaseException], ...]:
+    return (*_loaded("openai", "APITimeoutError"), httpx.TimeoutException, TimeoutError)
+
+
+# What OpenAI-compatible servers say when the prompt does not fit (OpenAI, vLLM, llama.cpp…).
+_CONTEXT_MESSAGE = re.compile(
+    r"maximum context length|context length exceeded|context window|prompt is too long"
+    r"|exceeds the context|too many tokens",
+    re.IGNORECASE,
+)
+
+
+def _is_context_overflow(exc: BaseException, status: Any, message: str) -> bool:
+    if isinstance(exc, _loaded("litellm.exceptions", "ContextWindowExceededError")):
+        return True
+    if status not in (400, 413, 422):
+        return False
+    return _upstream_code(exc) in _CONTEXT_CODES or bool(_CONTEXT_MESSAGE.search(message))
+
+
 _PREFIX = re.compile(r"^(litellm\.\w+:\s*)+|^\w+Exception\s*-\s*")
 
 
@@ -44,7 +79,7 @@ def _clean_message(exc: BaseException) -> str:
 
 def _response_headers(exc: BaseException) -> Any:
     # litellm keeps the provider's headers apart; its `response` is a stub without them.
-    headers = getattr(exc, "litellm_response_headers", None)
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(exc, "headers", None)
     if headers:
         return headers
     response = getattr(exc, "response", None)
@@ -83,16 +118,17 @@ def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
     if isinstance(exc, ContextGateError):
         return exc
     message = _clean_message(exc)
-    if isinstance(exc, LitellmTimeout | asyncio.TimeoutError | TimeoutError):
+    timeouts = (*_loaded("litellm.exceptions", "Timeout"), *_timeouts(), asyncio.TimeoutError)
+    if isinstance(exc, timeouts):
         return UpstreamError(
             f"The upstream for model '{model}' did not answer in time.",
             status_code=504,
             error_type="timeout",
             code="upstream_timeout",
         )
-    if isinstance(exc, ContextWindowExceededError):
-        return ContextLengthExceeded(message)
     status = getattr(exc, "status_code", None)
+    if _is_context_overflow(exc, status, message):
+        return ContextLengthExceeded(message)
     if status in (None, 500) and _is_connection_failure(exc):
         return UpstreamError(
             f"Could not reach the upstream for model '{model}': {message}",
@@ -157,11 +193,12 @@ def _is_connection_failure(exc: BaseException) -> bool:
     status 500; the cause chain still holds openai's ``APIConnectionError`` / httpx's
     ``ConnectError`` / the OS error, which tell it apart from a real HTTP 500.
     """
+    connection_errors, timeouts = _connection_errors(), _timeouts()
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, _CONNECTION_ERRORS) and not isinstance(current, _TIMEOUTS):
+        if isinstance(current, connection_errors) and not isinstance(current, timeouts):
             return True
         current = current.__cause__ or current.__context__
     return False

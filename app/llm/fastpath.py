@@ -79,7 +79,7 @@ def _internal_context() -> Any:
     return is_internal_call
 
 
-_internal_flag = _internal_context()
+_internal_flag: Any = None  # litellm's context variable, once install() has imported litellm
 
 
 def _skip_litellm_pricing() -> None:
@@ -106,12 +106,15 @@ def _skip_litellm_pricing() -> None:
 
 def install() -> bool:
     """Patch the OpenAI SDK's chat-completions body transform; True when in place."""
-    global _installed
+    global _installed, _internal_flag
     if _installed:
         return True
     import litellm
 
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
     litellm.disable_streaming_logging = True
+    _internal_flag = _internal_context()
     _skip_litellm_pricing()
     try:
         from openai.resources.chat.completions import completions as module

@@ -1,12 +1,21 @@
-"""Context windows and prices from litellm's (bundled) model map, looked up once per model."""
+"""Context windows and prices from litellm's (bundled) model map, looked up once per model.
+
+With the bundled map (``LITELLM_LOCAL_MODEL_COST_MAP=True``, contextgate's default) the JSON file
+litellm ships is read directly, so that pricing never imports litellm (seconds of start-up and
+~160 MiB); with a remote map, litellm's own loaded ``model_cost`` is used.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-import litellm
+import orjson
 
 from app.llm.routing import Deployment
 
@@ -32,13 +41,36 @@ class ModelInfo:
 _UNKNOWN = ModelInfo(None, None, 0.0, 0.0, False, False)
 
 
+_BUNDLED_MAP = "model_prices_and_context_window_backup.json"
+
+
+@lru_cache(maxsize=1)
+def _model_cost() -> dict[str, Any]:
+    loaded = sys.modules.get("litellm")
+    if loaded is not None or os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").lower() != "true":
+        import litellm
+
+        return dict(litellm.model_cost)
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or spec.origin is None:
+        return {}
+    try:
+        data = orjson.loads((Path(spec.origin).parent / _BUNDLED_MAP).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        import litellm
+
+        return dict(litellm.model_cost)
+    return data if isinstance(data, dict) else {}
+
+
 @lru_cache(maxsize=1024)
 def _litellm_info(model: str) -> ModelInfo:
     candidates = [model]
     if "/" in model:
         candidates.append(model.split("/", 1)[1])
+    cost_map = _model_cost()
     for candidate in candidates:
-        entry: dict[str, Any] | None = litellm.model_cost.get(candidate)
+        entry: dict[str, Any] | None = cost_map.get(candidate)
         if entry is None:
             continue
         return ModelInfo(

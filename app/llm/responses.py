@@ -91,8 +91,9 @@ def normalize_completion(raw: Any, model_name: str) -> dict[str, Any]:
             message["tool_calls"] = tool_calls
         if source.get("refusal"):
             message["refusal"] = source["refusal"]
-        if source.get("reasoning_content"):
-            message["reasoning_content"] = source["reasoning_content"]
+        reasoning = source.get("reasoning_content") or source.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            message["reasoning_content"] = reasoning
         choices.append(
             {
                 "index": choice.get("index", position),
@@ -116,36 +117,45 @@ def normalize_completion(raw: Any, model_name: str) -> dict[str, Any]:
     return response
 
 
+def _field(obj: Any, name: str) -> Any:
+    """``obj[name]`` for the direct path's dicts, ``obj.name`` for litellm's objects."""
+    if type(obj) is dict:
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
 def normalize_chunk(raw: Any) -> dict[str, Any]:
     """A ``chat.completion.chunk``-like dict: choices with clean deltas, usage if any."""
     choices = []
-    for position, choice in enumerate(getattr(raw, "choices", None) or []):
-        delta_obj = getattr(choice, "delta", None)
+    for position, choice in enumerate(_field(raw, "choices") or []):
+        delta_obj = _field(choice, "delta")
         delta: dict[str, Any] = {}
         if delta_obj is not None:
-            role = getattr(delta_obj, "role", None)
+            role = _field(delta_obj, "role")
             if role:
                 delta["role"] = role
-            reasoning = getattr(delta_obj, "reasoning_content", None)
-            if reasoning:
+            # vLLM and some others name it `reasoning`; litellm maps both to reasoning_content.
+            reasoning = _field(delta_obj, "reasoning_content") or _field(delta_obj, "reasoning")
+            if isinstance(reasoning, str) and reasoning:
                 delta["reasoning_content"] = reasoning
-            content = getattr(delta_obj, "content", None)
+            content = _field(delta_obj, "content")
             if content is not None:
                 delta["content"] = content
-            tool_calls = _clean_tool_calls(getattr(delta_obj, "tool_calls", None), streaming=True)
+            tool_calls = _clean_tool_calls(_field(delta_obj, "tool_calls"), streaming=True)
             if tool_calls:
                 delta["tool_calls"] = tool_calls
+        index = _field(choice, "index")
         choices.append(
             {
-                "index": getattr(choice, "index", position),
+                "index": position if index is None else index,
                 "delta": delta,
-                "finish_reason": getattr(choice, "finish_reason", None),
+                "finish_reason": _field(choice, "finish_reason"),
             }
         )
     return {
-        "id": getattr(raw, "id", None),
-        "created": getattr(raw, "created", None),
-        "system_fingerprint": getattr(raw, "system_fingerprint", None),
+        "id": _field(raw, "id"),
+        "created": _field(raw, "created"),
+        "system_fingerprint": _field(raw, "system_fingerprint"),
         "choices": choices,
-        "usage": _clean_usage(getattr(raw, "usage", None)),
+        "usage": _clean_usage(_field(raw, "usage")),
     }

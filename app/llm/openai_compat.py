@@ -1,0 +1,211 @@
+"""The direct path to OpenAI-compatible servers: one pooled HTTP client, no SDK in between.
+
+A deployment that is ``openai/<model>`` with its own ``api_base`` (vLLM, Ollama, llama.cpp, a
+gateway, ``CONTEXTGATE_UPSTREAM_BASE_URL``) already speaks the wire format contextgate speaks;
+litellm's translation for it is the identity. Sending such calls through
+``litellm.acompletion`` costs 6–7 ms of CPU per call (its wrappers, the OpenAI SDK's request and
+response models) and ~160 MiB of imports; this module sends the same JSON body over one shared
+``httpx.AsyncClient`` instead (bench/README.md has the figures). Every other provider, and any
+deployment with parameters this path does not know, still goes through litellm;
+``CONTEXTGATE_UPSTREAM_TRANSPORT=litellm`` sends everything through litellm.
+
+Failures raise :class:`UpstreamHTTPError` (or httpx's own errors), which
+``app.llm.errors.map_upstream_error`` maps exactly as it maps litellm's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import httpx
+import orjson
+
+from app.llm.params import strip_control_params
+from app.llm.routing import Deployment
+
+__all__ = ["OpenAICompatTransport", "UpstreamHTTPError", "is_direct"]
+
+logger = logging.getLogger(__name__)
+
+# Deployment parameters this path understands; any other makes the deployment go through
+# litellm, which knows what e.g. `drop_params` or `rpm` mean.
+_TRANSPORT_PARAMS = frozenset({"api_base", "api_key", "organization", "timeout", "extra_headers"})
+
+
+def is_direct(deployment: Deployment) -> bool:
+    """Whether ``deployment`` is a plain OpenAI-compatible server this module can call."""
+    return (
+        deployment.litellm_model.startswith("openai/")
+        and bool(deployment.params.get("api_base"))
+        and _TRANSPORT_PARAMS.issuperset(deployment.params)
+    )
+
+
+class UpstreamHTTPError(Exception):
+    """A non-2xx answer (or an error event in a stream) from an OpenAI-compatible server."""
+
+    def __init__(self, status_code: int, body: Any, headers: httpx.Headers | None = None):
+        self.status_code = status_code
+        self.body = body if isinstance(body, dict) else {"error": {"message": str(body)}}
+        self.headers = headers or httpx.Headers()
+        inner = self.body.get("error", self.body)
+        message = inner.get("message") if isinstance(inner, dict) else None
+        self.message = str(message or f"HTTP {status_code}")
+        super().__init__(self.message)
+
+    @property
+    def code(self) -> str | None:
+        inner = self.body.get("error", self.body)
+        code = inner.get("code") if isinstance(inner, dict) else None
+        return None if code is None else str(code)
+
+
+def _error_from(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
+    try:
+        body: Any = orjson.loads(content) if content else {}
+    except orjson.JSONDecodeError:
+        body = content.decode("utf-8", "replace")[:2000] or response.reason_phrase
+    return UpstreamHTTPError(response.status_code, body, response.headers)
+
+
+class OpenAICompatTransport:
+    """POSTs ``/chat/completions`` bodies; one connection pool for every deployment."""
+
+    def __init__(self, *, max_connections: int = 1000) -> None:
+        self._client = httpx.AsyncClient(
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            # Redirects and proxies from the environment are the SDK's defaults too.
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def _request(
+        self,
+        deployment: Deployment,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        timeout: httpx.Timeout,
+        *,
+        stream: bool,
+    ) -> httpx.Request:
+        body = strip_control_params(params)
+        body["model"] = deployment.litellm_model.removeprefix("openai/")
+        body["messages"] = messages
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        else:
+            body.pop("stream", None)
+            body.pop("stream_options", None)
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        api_key = deployment.params.get("api_key")
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        organization = deployment.params.get("organization")
+        if organization:
+            headers["openai-organization"] = str(organization)
+        headers.update(deployment.params.get("extra_headers") or {})
+        url = str(deployment.params["api_base"]).rstrip("/") + "/chat/completions"
+        return self._client.build_request(
+            "POST",
+            url,
+            content=orjson.dumps(body),
+            headers=headers,
+            extensions={"timeout": timeout.as_dict()},
+        )
+
+    async def complete(
+        self,
+        deployment: Deployment,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        timeout: httpx.Timeout,
+    ) -> dict[str, Any]:
+        request = self._request(deployment, messages, params, timeout, stream=False)
+        response = await self._client.send(request)
+        content = response.content
+        if response.status_code >= 400:
+            raise _error_from(response, content)
+        try:
+            data = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            raise UpstreamHTTPError(
+                502, "the upstream answered with something that is not JSON"
+            ) from None
+        if not isinstance(data, dict) or "choices" not in data:
+            raise UpstreamHTTPError(502, data if isinstance(data, dict) else str(data)[:2000])
+        return data
+
+    async def open_stream(
+        self,
+        deployment: Deployment,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        timeout: httpx.Timeout,
+    ) -> SSEStream:
+        request = self._request(deployment, messages, params, timeout, stream=True)
+        response = await self._client.send(request, stream=True)
+        if response.status_code >= 400:
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
+            raise _error_from(response, content)
+        return SSEStream(response)
+
+
+class SSEStream:
+    """The ``data:`` events of an upstream stream as dicts, until ``[DONE]`` or the end."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self._events = self._read()
+
+    def __aiter__(self) -> SSEStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        return await self._events.__anext__()
+
+    async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
+        try:
+            async for line in self._response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # comments (": keep-alive"), event names, blank separators
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    return
+                if not payload:
+                    continue
+                try:
+                    event = orjson.loads(payload)
+                except orjson.JSONDecodeError:
+                    logger.warning("upstream sent an event that is not JSON; skipped")
+                    continue
+                if isinstance(event, dict) and "error" in event and "choices" not in event:
+                    raise UpstreamHTTPError(_status_of(event), event)
+                if isinstance(event, dict):
+                    yield event
+        finally:
+            await self._response.aclose()
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+        await self._response.aclose()
+
+
+def _status_of(event: dict[str, Any]) -> int:
+    """The HTTP status an error event stands for (OpenAI-compatible servers rarely say)."""
+    inner = event.get("error")
+    if isinstance(inner, dict):
+        for key in ("status_code", "code", "status"):
+            value = inner.get(key)
+            if isinstance(value, int) and 400 <= value < 600:
+                return value
+    return 502
