@@ -49,7 +49,8 @@ def _timeouts() -> tuple[type[BaseException], ...]:
 # What OpenAI-compatible servers say when the prompt does not fit (OpenAI, vLLM, llama.cpp…).
 _CONTEXT_MESSAGE = re.compile(
     r"maximum context length|context length exceeded|context window|prompt is too long"
-    r"|exceeds the context|too many tokens",
+    r"|exceeds the (available )?context|too many tokens|longer than the model's context length"
+    r"|`inputs` tokens \+ `max_new_tokens` must be|exceed_context_size",
     re.IGNORECASE,
 )
 
@@ -59,7 +60,11 @@ def _is_context_overflow(exc: BaseException, status: Any, message: str) -> bool:
         return True
     if status not in (400, 413, 422):
         return False
-    return _upstream_code(exc) in _CONTEXT_CODES or bool(_CONTEXT_MESSAGE.search(message))
+    if _upstream_code(exc) in _CONTEXT_CODES or _CONTEXT_MESSAGE.search(message):
+        return True
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    return isinstance(inner, dict) and bool(_CONTEXT_MESSAGE.search(str(inner.get("type", ""))))
 
 
 _PREFIX = re.compile(r"^(litellm\.\w+:\s*)+|^\w+Exception\s*-\s*")
@@ -71,6 +76,8 @@ def _clean_message(exc: BaseException) -> str:
         inner = body.get("error", body)
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
             return str(inner["message"])
+        if isinstance(inner, str) and inner:
+            return inner
     message = str(getattr(exc, "message", None) or exc)
     for _ in range(3):
         message = _PREFIX.sub("", message).strip()

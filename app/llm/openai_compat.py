@@ -51,7 +51,8 @@ class UpstreamHTTPError(Exception):
         self.body = body if isinstance(body, dict) else {"error": {"message": str(body)}}
         self.headers = headers or httpx.Headers()
         inner = self.body.get("error", self.body)
-        message = inner.get("message") if isinstance(inner, dict) else None
+        # {"error": {"message": …}} (OpenAI, vLLM) or {"error": "…"} (Text Generation Inference)
+        message = inner.get("message") if isinstance(inner, dict) else inner
         self.message = str(message or f"HTTP {status_code}")
         super().__init__(self.message)
 
@@ -64,10 +65,12 @@ class UpstreamHTTPError(Exception):
 
 def _error_from(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
     try:
-        body: Any = orjson.loads(content) if content else {}
+        body: Any = orjson.loads(content) if content else None
     except orjson.JSONDecodeError:
-        body = content.decode("utf-8", "replace")[:2000] or response.reason_phrase
-    return UpstreamHTTPError(response.status_code, body, response.headers)
+        body = content.decode("utf-8", "replace")[:2000]
+    return UpstreamHTTPError(
+        response.status_code, body or response.reason_phrase or "no body", response.headers
+    )
 
 
 class OpenAICompatTransport:
@@ -103,13 +106,14 @@ class OpenAICompatTransport:
         else:
             body.pop("stream", None)
             body.pop("stream_options", None)
-        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers = httpx.Headers({"content-type": "application/json", "accept": "application/json"})
         api_key = deployment.params.get("api_key")
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         organization = deployment.params.get("organization")
         if organization:
             headers["openai-organization"] = str(organization)
+        # Configured headers win, whatever their case (an `Authorization` replaces the key's).
         headers.update(deployment.params.get("extra_headers") or {})
         url = str(deployment.params["api_base"]).rstrip("/") + "/chat/completions"
         return self._client.build_request(
@@ -208,4 +212,6 @@ def _status_of(event: dict[str, Any]) -> int:
             value = inner.get(key)
             if isinstance(value, int) and 400 <= value < 600:
                 return value
+        if inner.get("code") == "context_length_exceeded":
+            return 400
     return 502

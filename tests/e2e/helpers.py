@@ -13,6 +13,20 @@ import pytest
 from tests.fake_upstream import FakeUpstream
 from tests.support.proxy import ContextgateServer
 
+# One function tool, as the SDK sends it.
+WEATHER_TOOL: Any = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
 
 def module_server(
     tmp_path_factory: pytest.TempPathFactory,

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.helpers import module_server, sse_events
+from tests.e2e.helpers import WEATHER_TOOL, module_server, sse_events
 from tests.fake_upstream import FakeUpstream
 from tests.support.proxy import ContextgateServer
 
@@ -21,18 +21,6 @@ pytestmark = pytest.mark.e2e
 
 MODEL = "gpt-4o-mini"
 UPSTREAM_KEY = "sk-upstream-e2e"
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,463 @@
+"""The direct transport to OpenAI-compatible upstreams: routing rule, wire shape, errors, SSE.
+
+respx stands in for the upstream (it intercepts the transport's httpx client); errors go through
+``LLMClient`` so that what is asserted is what a client of contextgate would see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import respx
+from openai.types.chat import ChatCompletionChunk
+
+import app  # noqa: F401  (offline defaults before litellm)
+from app.core.errors import ContextGateError, ContextLengthExceeded, RateLimited
+from app.llm.client import LLMClient, RetryPolicy
+from app.llm.errors import map_upstream_error
+from app.llm.openai_compat import OpenAICompatTransport, UpstreamHTTPError, is_direct
+from app.llm.responses import normalize_chunk
+from app.llm.routing import Deployment, ModelRouter
+
+BASE = "http://upstream.test/v1"
+URL = f"{BASE}/chat/completions"
+MODEL = "local-llama"
+KEY = "sk-upstream-unit"
+MESSAGES = [{"role": "user", "content": "hello"}]
+USAGE = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+COMPLETION: dict[str, Any] = {
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": MODEL,
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                 "finish_reason": "stop"}],
+    "usage": USAGE,
+}  # fmt: skip
+
+
+def deployment(model: str = f"openai/{MODEL}", **params: Any) -> Deployment:
+    return Deployment(MODEL, model, params)
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+            "choices": [choice], **extra}  # fmt: skip
+
+
+def sse(*events: Any) -> bytes:
+    lines = [e if isinstance(e, str) else "data: " + orjson.dumps(e).decode() for e in events]
+    return ("\n\n".join(lines) + "\n\n").encode()
+
+
+def tool_delta(**fields: Any) -> dict[str, Any]:
+    return chunk({"tool_calls": [{"index": 0, **fields}]})
+
+
+@pytest.fixture
+def upstream() -> Iterator[respx.MockRouter]:
+    with respx.mock(assert_all_called=False) as router:
+        yield router
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[Callable[..., LLMClient]]:
+    clients: list[LLMClient] = []
+
+    def build(retries: int = 0, **kwargs: Any) -> LLMClient:
+        router = ModelRouter(upstream_base_url=BASE + "/", upstream_api_key=KEY)
+        client = LLMClient(router, retry=RetryPolicy(max_retries=retries, backoff_s=0), **kwargs)
+        clients.append(client)
+        return client
+
+    yield build
+    for client in clients:
+        await client.aclose()
+
+
+async def failure(client: LLMClient, *, stream: bool = False) -> ContextGateError:
+    call: Callable[..., Awaitable[Any]] = client.stream if stream else client.complete
+    with pytest.raises(ContextGateError) as info:
+        await call(MODEL, MESSAGES)
+    return info.value
+
+
+# --- which deployments go direct ----------------------------------------------------------------
+
+
+def test_is_direct_rules() -> None:
+    assert is_direct(deployment(api_base=BASE))
+    assert is_direct(
+        deployment(api_base=BASE, api_key="k", organization="o", timeout=5, extra_headers={})
+    )
+    assert is_direct(ModelRouter(upstream_base_url=BASE).resolve("anything")[0])
+    assert not is_direct(deployment(api_base=BASE, rpm=10))
+    assert not is_direct(deployment(api_base=BASE, drop_params=True))
+    assert not is_direct(deployment(api_key="k"))
+    assert not is_direct(deployment(api_base=""))
+    assert not is_direct(deployment("anthropic/claude-3-5-haiku", api_base=BASE))
+    assert not is_direct(deployment("gpt-4o-mini", api_base=BASE))
+    assert not is_direct(ModelRouter().resolve("gpt-4o-mini")[0])
+
+
+# --- request shape ------------------------------------------------------------------------------
+
+CLIENT_PARAMS: dict[str, Any] = {
+    "temperature": 0.2, "user": "u-1", "seed": 3, "vendor_top_k": 40,  # forwarded
+    "api_base": "http://evil.test", "api_key": "sk-client", "timeout": 1, "organization": "x",
+    "extra_headers": {"x-evil": "1"}, "litellm_logging_obj": 1, "input_cost_per_token": 9,
+    "num_retries": 5, "mock_response": "no", "_private": 1, "model": "client-model",
+}  # fmt: skip
+FORWARDED = {"temperature": 0.2, "user": "u-1", "seed": 3, "vendor_top_k": 40}
+
+
+async def test_non_stream_request_shape(upstream: respx.MockRouter) -> None:
+    route = upstream.post(URL).respond(200, json=COMPLETION)
+    transport = OpenAICompatTransport()
+    target = deployment(api_base=BASE + "/", api_key=KEY, organization="org-1",
+                        extra_headers={"X-Vendor": "v1"})  # fmt: skip
+    params = {**CLIENT_PARAMS, "stream": True, "stream_options": {"include_usage": True}}
+    data = await transport.complete(target, MESSAGES, params, httpx.Timeout(30, connect=2))
+    await transport.aclose()
+    assert data == COMPLETION
+    assert route.call_count == 1
+    request = route.calls.last.request
+    assert str(request.url) == URL
+    assert request.headers.get_list("authorization") == [f"Bearer {KEY}"]
+    assert request.headers["openai-organization"] == "org-1"
+    assert request.headers["x-vendor"] == "v1"
+    assert "x-evil" not in request.headers
+    assert request.extensions["timeout"] == {"connect": 2, "read": 30, "write": 30, "pool": 30}
+    assert orjson.loads(request.content) == {**FORWARDED, "model": MODEL, "messages": MESSAGES}
+
+
+async def test_stream_request_shape_and_no_key(upstream: respx.MockRouter) -> None:
+    route = upstream.post(URL).respond(200, content=sse(chunk({"content": "x"}), "data: [DONE]"))
+    transport = OpenAICompatTransport()
+    params = {**CLIENT_PARAMS, "stream_options": {"include_usage": False}}
+    stream = await transport.open_stream(
+        deployment(api_base=BASE), MESSAGES, params, httpx.Timeout(5)
+    )
+    assert len([event async for event in stream]) == 1
+    await transport.aclose()
+    request = route.calls.last.request
+    assert str(request.url) == URL
+    assert "authorization" not in request.headers
+    assert "openai-organization" not in request.headers
+    assert orjson.loads(request.content) == {
+        **FORWARDED, "model": MODEL, "messages": MESSAGES,
+        "stream": True, "stream_options": {"include_usage": True},
+    }  # fmt: skip
+
+
+async def test_completion_through_the_client(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
+) -> None:
+    reasoning = {**COMPLETION["choices"][0]["message"], "reasoning": "thought"}
+    body = {**COMPLETION, "choices": [{**COMPLETION["choices"][0], "message": reasoning}]}
+    route = upstream.post(URL).respond(200, json=body)
+    result = await llm().complete(MODEL, MESSAGES, {"temperature": 0})
+    assert result.content == "hi"
+    assert result.usage is not None
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (5, 2)
+    assert result.response["choices"][0]["message"]["reasoning_content"] == "thought"
+    assert result.response["choices"][0]["finish_reason"] == "stop"
+    assert route.calls.last.request.headers["authorization"] == f"Bearer {KEY}"
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+async def test_429_is_retried_and_keeps_retry_after(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
+) -> None:
+    body = {"error": {"message": "slow down", "code": "rate_limit"}}
+    limited = httpx.Response(429, headers={"Retry-After": "0.01"}, json=body)
+    route = upstream.post(URL).mock(return_value=limited)
+    error = await failure(llm(retries=2))
+    assert isinstance(error, RateLimited)
+    assert error.headers == {"Retry-After": "1"}
+    assert "slow down" in error.message
+    assert route.call_count == 3
+    # Longer than the policy's max backoff: given up at once, the header still passed on.
+    route.mock(return_value=httpx.Response(429, headers={"Retry-After": "30"}))
+    route.reset()
+    error = await failure(llm(retries=2))
+    assert (error.status_code, error.headers, route.call_count) == (429, {"Retry-After": "30"}, 1)
+    # And one more try can succeed.
+    route.mock(side_effect=[httpx.Response(429), httpx.Response(200, json=COMPLETION)])
+    route.reset()
+    assert (await llm(retries=1).complete(MODEL, MESSAGES)).content == "hi"
+    assert route.call_count == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "retries", "calls", "expected_status", "code", "in_message"),
+    [
+        (500, {"error": {"message": "engine died"}}, 2, 3, 502, "upstream_error", "engine died"),
+        (503, b"", 1, 2, 502, "upstream_error", "HTTP 503"),
+        (502, b"<html><h1>Bad Gateway</h1></html>", 1, 2, 502, "upstream_error", "<h1>Bad Gateway"),
+        (400, {"error": {"message": "too long", "code": "context_length_exceeded"}}, 2, 1, 400,
+         "context_length_exceeded", "too long"),
+        (400, {"object": "error", "message": "This model's maximum context length is 4096 tokens."
+               " However, you requested 5000 tokens.", "type": "BadRequestError", "code": 400},
+         2, 1, 400, "context_length_exceeded", "maximum context length is 4096"),
+        (400, {"error": {"message": "Invalid 'temperature'", "code": "invalid_value"}}, 2, 1, 400,
+         "invalid_value", "Invalid 'temperature'"),
+        (401, {"error": {"message": "Incorrect API key"}}, 2, 1, 502, "upstream_auth_failed",
+         "HTTP 401"),
+        (403, {"error": {"message": "no access"}}, 2, 1, 502, "upstream_auth_failed", "no access"),
+        (404, {"error": {"message": "model 'x' does not exist"}}, 2, 1, 404, "model_not_found",
+         "does not exist"),
+    ],
+)  # fmt: skip
+async def test_http_errors(
+    upstream: respx.MockRouter,
+    llm: Callable[..., LLMClient],
+    status: int, body: Any, retries: int, calls: int, expected_status: int, code: str,
+    in_message: str,
+) -> None:  # fmt: skip
+    kwargs = {"content": body} if isinstance(body, bytes) else {"json": body}
+    route = upstream.post(URL).respond(status, **kwargs)
+    for stream in (False, True):
+        route.reset()
+        error = await failure(llm(retries=retries), stream=stream)
+        assert (error.status_code, error.code) == (expected_status, code), error.message
+        assert in_message in error.message
+        assert "b'" not in error.message
+        assert route.call_count == calls
+    if code == "context_length_exceeded":
+        assert isinstance(error, ContextLengthExceeded)
+    if code == "model_not_found":
+        assert error.param == "model"
+
+
+@pytest.mark.parametrize(
+    ("raised", "retries", "calls", "status", "code"),
+    [
+        (httpx.ConnectError("Connection refused"), 2, 3, 502, "upstream_unreachable"),
+        (httpx.ReadTimeout("read timed out"), 2, 1, 504, "upstream_timeout"),
+        (httpx.ConnectTimeout("connect timed out"), 2, 1, 504, "upstream_timeout"),
+    ],
+)
+async def test_transport_errors(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient],
+    raised: Exception, retries: int, calls: int, status: int, code: str,
+) -> None:  # fmt: skip
+    route = upstream.post(URL).mock(side_effect=raised)
+    for stream in (False, True):
+        route.reset()
+        error = await failure(llm(retries=retries), stream=stream)
+        assert (error.status_code, error.code, route.call_count) == (status, code, calls)
+        assert MODEL in error.message
+
+
+@pytest.mark.parametrize(
+    ("content", "in_message"),
+    [
+        (b"<html>maintenance</html>", "not JSON"),
+        (b'{"object": "error", "message": "backend exploded"}', "backend exploded"),
+        (b"[1, 2]", "[1, 2]"),
+    ],
+)
+async def test_200_that_is_not_a_completion_is_an_error(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient], content: bytes, in_message: str
+) -> None:
+    upstream.post(URL).respond(200, content=content)
+    error = await failure(llm())
+    assert (error.status_code, error.code) == (502, "upstream_error")
+    assert in_message in error.message
+
+
+# --- streaming ----------------------------------------------------------------------------------
+
+STREAM = sse(
+    ": keep-alive",
+    chunk({"role": "assistant", "content": ""}),
+    "",
+    ": keep-alive\nevent: message",
+    "data: this is not json",
+    "data:",
+    chunk({"content": "Hel"}),
+    "data:" + orjson.dumps(chunk({"content": "lo", "reasoning": "hmm"})).decode(),
+    tool_delta(id="call_1", type="function", function={"name": "get_weather", "arguments": ""}),
+    tool_delta(function={"arguments": '{"city"'}),
+    tool_delta(function={"arguments": ': "Paris"}'}),
+    chunk({}, "tool_calls"),
+    {"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": USAGE},
+    "data: [DONE]",
+    chunk({"content": "after DONE, never read"}),
+)
+
+
+async def test_stream_parsing(upstream: respx.MockRouter, llm: Callable[..., LLMClient]) -> None:
+    upstream.post(URL).respond(200, content=STREAM, headers={"content-type": "text/event-stream"})
+    handle = await llm().stream(MODEL, MESSAGES)
+    chunks = [c async for c in handle.chunks()]
+    assert len(chunks) == 8
+    deltas = [c["choices"][0]["delta"] for c in chunks[:-1]]
+    assert deltas[0] == {"role": "assistant", "content": ""}
+    assert "".join(d.get("content", "") for d in deltas) == "Hello"
+    assert deltas[2]["reasoning_content"] == "hmm"
+    calls = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
+    assert [c["index"] for c in calls] == [0, 0, 0]
+    assert calls[0] == {"index": 0, "id": "call_1", "type": "function",
+                        "function": {"name": "get_weather", "arguments": ""}}  # fmt: skip
+    assert "".join(c["function"]["arguments"] for c in calls) == '{"city": "Paris"}'
+    assert [c["choices"][0]["finish_reason"] for c in chunks[:-1]][-1] == "tool_calls"
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"] == USAGE
+
+
+async def test_error_event_mid_stream_raises(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
+) -> None:
+    upstream.post(URL).respond(
+        200, content=sse(chunk({"content": "a"}), {"error": {"message": "overloaded", "code": 503}})
+    )
+    handle = await llm(retries=2).stream(MODEL, MESSAGES)
+    chunks = handle.chunks()
+    assert (await anext(chunks))["choices"][0]["delta"] == {"content": "a"}
+    with pytest.raises(UpstreamHTTPError) as info:
+        await anext(chunks)
+    assert (info.value.status_code, info.value.message) == (503, "overloaded")
+    mapped = map_upstream_error(info.value, MODEL)
+    assert (mapped.status_code, mapped.code) == (502, "upstream_error")
+    assert "overloaded" in mapped.message
+
+
+async def test_error_event_before_the_first_chunk_is_mapped_and_retried(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
+) -> None:
+    route = upstream.post(URL).respond(200, content=sse({"error": {"message": "busy"}}))
+    error = await failure(llm(retries=1), stream=True)
+    assert (error.status_code, error.code, route.call_count) == (502, "upstream_error", 2)
+    assert "busy" in error.message
+    overflow = {"error": {"message": "This model's maximum context length is 10", "code": 400}}
+    route.respond(200, content=sse(overflow))
+    route.reset()
+    error = await failure(llm(retries=1), stream=True)
+    assert isinstance(error, ContextLengthExceeded)
+    assert route.call_count == 1
+
+
+async def test_stream_429_is_retried(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
+) -> None:
+    route = upstream.post(URL).mock(
+        side_effect=[
+            httpx.Response(429, headers={"retry-after-ms": "5"}),
+            httpx.Response(200, content=sse(chunk({"content": "ok"}), "data: [DONE]")),
+        ]
+    )
+    handle = await llm(retries=1).stream(MODEL, MESSAGES)
+    assert [c["choices"][0]["delta"] async for c in handle.chunks()] == [{"content": "ok"}]
+    assert route.call_count == 2
+
+
+async def test_first_token_timeout_when_headers_are_late(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
+) -> None:
+    started: list[httpx.Request] = []
+
+    async def late(request: httpx.Request) -> httpx.Response:
+        started.append(request)
+        await asyncio.sleep(5)
+        return httpx.Response(200, content=sse(chunk({"content": "late"})))
+
+    upstream.post(URL).mock(side_effect=late)
+    error = await failure(llm(retries=2, first_token_timeout_s=0.05), stream=True)
+    assert (error.status_code, error.code, len(started)) == (504, "first_token_timeout", 1)
+
+
+async def test_first_token_timeout_when_the_first_event_is_late_closes_the_stream(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
+) -> None:
+    closed: list[bool] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            yield b": keep-alive\n\n"
+            await asyncio.sleep(5)
+            yield sse(chunk({"content": "late"}))
+        finally:
+            closed.append(True)
+
+    upstream.post(URL).mock(side_effect=lambda request: httpx.Response(200, content=body()))
+    error = await failure(llm(first_token_timeout_s=0.05), stream=True)
+    assert (error.status_code, error.code) == (504, "first_token_timeout")
+    assert closed == [True]
+
+
+# --- normalize_chunk: dicts (direct path) and SDK objects (litellm path) agree -----------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Hel"}, system_fingerprint="fp_1"),
+        tool_delta(id="call_1", type="function", function={"name": "f", "arguments": ""}),
+        tool_delta(function={"arguments": '{"a": 1}'}),
+        chunk({"reasoning_content": "because"}),
+        chunk({}, "stop"),
+        {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+         "choices": [], "usage": USAGE},
+    ],
+)  # fmt: skip
+def test_normalize_chunk_dict_equals_sdk_object(raw: dict[str, Any]) -> None:
+    from_dict = normalize_chunk(raw)
+    assert from_dict == normalize_chunk(ChatCompletionChunk.model_validate(raw))
+    assert from_dict["id"] == "c1"
+    if raw["choices"]:
+        assert from_dict["choices"][0]["index"] == 0
+        assert from_dict["choices"][0]["finish_reason"] == raw["choices"][0]["finish_reason"]
+    else:
+        assert from_dict["usage"] == USAGE
+
+
+def test_normalize_chunk_dict_without_index_or_usage() -> None:
+    raw = {"choices": [{"delta": {"content": "x", "reasoning": "r"}}, {"delta": {}}]}
+    normalized = normalize_chunk(raw)
+    assert [c["index"] for c in normalized["choices"]] == [0, 1]
+    assert normalized["choices"][0]["delta"] == {"reasoning_content": "r", "content": "x"}
+    assert normalized["usage"] is None
+
+
+# --- bugs: what litellm handles and the direct path does not ---------------------------------
+
+
+async def test_bug_extra_authorization_header_replaces_the_key(
+    upstream: respx.MockRouter,
+) -> None:
+    """A gateway's own ``Authorization`` in extra_headers: litellm sends only it."""
+    route = upstream.post(URL).respond(200, json=COMPLETION)
+    transport = OpenAICompatTransport()
+    target = deployment(api_base=BASE, api_key=KEY, extra_headers={"Authorization": "Bearer gw"})
+    await transport.complete(target, MESSAGES, {}, httpx.Timeout(5))
+    await transport.aclose()
+    assert route.calls.last.request.headers.get_list("authorization") == ["Bearer gw"]
+
+
+async def test_bug_llama_cpp_context_overflow(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
+) -> None:
+    """llama.cpp's answer for a prompt over n_ctx; litellm maps it to a context-window error."""
+    message = "the request exceeds the available context size, try increasing it"
+    body = {"error": {"code": 400, "type": "exceed_context_size_error", "message": message}}
+    upstream.post(URL).respond(400, json=body)
+    error = await failure(llm())
+    assert (error.status_code, error.code) == (400, "context_length_exceeded")
+
+
+async def test_bug_string_error_body_keeps_its_message(
+    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
+) -> None:
+    """Text Generation Inference answers ``{"error": "<text>", "error_type": ...}``."""
+    text = "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096."
+    upstream.post(URL).respond(422, json={"error": text, "error_type": "validation"})
+    error = await failure(llm())
+    assert text in error.message
