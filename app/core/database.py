@@ -18,6 +18,8 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import StaticPool
 
+from app.core import sqlite_driver
+
 __all__ = ["Database", "create_database"]
 
 _BEGIN_MODE = "sqlite_begin"
@@ -74,7 +76,7 @@ class Database:
         await self.engine.dispose()
 
 
-def _install_sqlite_pragmas(engine: AsyncEngine, busy_timeout_ms: int, memory: bool) -> None:
+def _install_sqlite_pragmas(engine: AsyncEngine, memory: bool) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy (not the driver) emit BEGIN, so we choose its mode.
@@ -83,7 +85,8 @@ def _install_sqlite_pragmas(engine: AsyncEngine, busy_timeout_ms: int, memory: b
         if not memory:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        # 0: the driver waits for a busy database with async sleeps (sqlite_driver.py).
+        cursor.execute("PRAGMA busy_timeout=0")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
@@ -97,9 +100,10 @@ def create_database(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_
     is_sqlite = url.startswith("sqlite")
     kwargs: dict[str, Any] = {}
     memory = is_sqlite and (":memory:" in url or url.rstrip("/").endswith("sqlite+aiosqlite:"))
+    if is_sqlite:
+        kwargs["async_creator"] = sqlite_driver.async_creator(url, busy_timeout_ms=busy_timeout_ms)
     if memory:
         kwargs["poolclass"] = StaticPool
-        kwargs["connect_args"] = {"check_same_thread": False}
     elif is_sqlite:
         kwargs["pool_size"] = pool_size
         kwargs["max_overflow"] = pool_size
@@ -109,7 +113,7 @@ def create_database(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_
         kwargs["pool_pre_ping"] = True
     engine = create_async_engine(url, **kwargs)
     if is_sqlite:
-        _install_sqlite_pragmas(engine, busy_timeout_ms, memory)
+        _install_sqlite_pragmas(engine, memory)
     return Database(
         engine=engine,
         sessionmaker=async_sessionmaker(engine, expire_on_commit=False),

@@ -1,9 +1,12 @@
-"""SQLite as a server database: WAL, a busy timeout, and write transactions that take the
-lock up front (BEGIN IMMEDIATE), so concurrent read-then-write transactions wait, not fail."""
+"""SQLite as a server database: WAL, a busy timeout waited out with async sleeps (the driver
+runs SQLite on the event loop's thread), and write transactions that take the lock up front
+(BEGIN IMMEDIATE), so concurrent read-then-write transactions wait, not fail."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 
 import pytest
 from sqlalchemy import func, select, text
@@ -19,15 +22,71 @@ def _log(n: int) -> RequestLog:
     )
 
 
-async def test_wal_and_busy_timeout(sqlite_url: str) -> None:
+async def test_wal_and_no_blocking_busy_handler(sqlite_url: str) -> None:
     database = create_database(sqlite_url, busy_timeout_ms=12_345)
     try:
         async with database.reading() as session:
             mode = (await session.execute(text("PRAGMA journal_mode"))).scalar_one()
             timeout = (await session.execute(text("PRAGMA busy_timeout"))).scalar_one()
         assert mode == "wal"
-        assert timeout == 12_345
+        assert timeout == 0  # busy waits are the driver's async sleeps, never SQLite's
     finally:
+        await database.dispose()
+
+
+def _sqlite_path(url: str) -> str:
+    return url.split("///", 1)[1]
+
+
+async def _ticks_while(task: asyncio.Task[None], seconds: float) -> int:
+    """How often the event loop ran a 10 ms timer while ``task`` was waiting."""
+    ticks = 0
+    deadline = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < deadline and not task.done():
+        await asyncio.sleep(0.01)
+        ticks += 1
+    return ticks
+
+
+async def _write_one(database: object, n: int) -> None:
+    async with database.writing() as session:  # type: ignore[attr-defined]
+        session.add(_log(n))
+
+
+async def test_a_writer_behind_another_process_lock_waits_without_blocking_the_loop(
+    sqlite_url: str,
+) -> None:
+    database = create_database(sqlite_url, busy_timeout_ms=5_000)
+    other = sqlite3.connect(_sqlite_path(sqlite_url), isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        writer = asyncio.create_task(_write_one(database, 1))
+        ticks = await _ticks_while(writer, 0.3)
+        assert not writer.done()  # still waiting for the lock ...
+        assert ticks >= 15  # ... while the loop kept running (a blocking wait gives ~0)
+        other.execute("COMMIT")
+        await asyncio.wait_for(writer, 5)
+        async with database.reading() as session:
+            count = (await session.execute(select(func.count()).select_from(RequestLog))).scalar()
+        assert count == 1
+    finally:
+        other.close()
+        await database.dispose()
+
+
+async def test_a_writer_gives_up_after_the_busy_timeout(sqlite_url: str) -> None:
+    database = create_database(sqlite_url, busy_timeout_ms=200)
+    other = sqlite3.connect(_sqlite_path(sqlite_url), isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        with pytest.raises(OperationalError, match="locked"):
+            await _write_one(database, 1)
+        assert 0.2 <= time.monotonic() - started < 3
+        other.execute("ROLLBACK")
+        await _write_one(database, 2)  # the connection is usable again
+    finally:
+        other.close()
         await database.dispose()
 
 

@@ -1,0 +1,190 @@
+"""SQLite for SQLAlchemy's asyncio engine, run on the event loop's own thread.
+
+aiosqlite runs every sqlite3 call on a thread of its connection and hands the result back to
+the event loop: a queue put, a thread wake-up, a ``call_soon_threadsafe``, and the two threads
+taking turns on the GIL. Under SQLAlchemy's adapter one statement made four such trips; a chat
+request made 31, and py-spy put a third of the server's samples on the queue put alone
+(bench/README.md, "Speed and scale"). The statements themselves take microseconds: SQLite is a
+library, in WAL mode readers never wait, and with ``synchronous=NORMAL`` a commit does not
+fsync. So this driver runs them inline, where they cost less than the hand-off did.
+
+The one thing that may wait is a writer behind another process's write lock (``--workers``
+on one SQLite file, or the CLI). SQLite's own busy handler would sleep on the event loop's
+thread; instead the connection's busy timeout is 0 and a busy statement is retried after an
+``asyncio.sleep`` until the configured timeout, so the loop keeps serving meanwhile. A busy
+statement has changed nothing, so running it again is safe; writers start with BEGIN IMMEDIATE
+(app/core/database.py), so that is where they wait.
+
+The classes mimic the part of ``aiosqlite.Connection`` that SQLAlchemy's aiosqlite dialect
+uses; :func:`async_creator` plugs them in as the engine's ``async_creator``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+from sqlalchemy.engine import make_url
+
+__all__ = ["InlineConnection", "InlineCursor", "async_creator"]
+
+_FIRST_BACKOFF_S = 0.001
+_MAX_BACKOFF_S = 0.05
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    message = str(error).lower()
+    return "database is locked" in message or "database is busy" in message
+
+
+class InlineCursor:
+    """Executes, fetches every row and closes at once; reading it afterwards is free."""
+
+    def __init__(self, connection: InlineConnection) -> None:
+        self._connection = connection
+        self._rows: list[Any] = []
+        self.description: Any = None
+        self.rowcount = -1
+        self.lastrowid: int | None = None
+        self.arraysize = 1
+
+    async def __aenter__(self) -> InlineCursor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def _run(self, method: str, sql: str, parameters: Any) -> None:
+        cursor = self._connection._conn.cursor()
+        try:
+            getattr(cursor, method)(sql, parameters)
+            self.description = cursor.description
+            self._rows = cursor.fetchall() if cursor.description else []
+            self.rowcount = cursor.rowcount
+            self.lastrowid = cursor.lastrowid
+        finally:
+            cursor.close()
+
+    async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> InlineCursor:
+        await self._connection._call(self._run, "execute", sql, parameters or ())
+        return self
+
+    async def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> InlineCursor:
+        rows = list(parameters)  # a generator could not be replayed after a busy retry
+        await self._connection._call(self._run, "executemany", sql, rows)
+        return self
+
+    async def fetchall(self) -> list[Any]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    async def fetchone(self) -> Any:
+        return self._rows.pop(0) if self._rows else None
+
+    async def fetchmany(self, size: int | None = None) -> list[Any]:
+        count = size or self.arraysize
+        rows, self._rows = self._rows[:count], self._rows[count:]
+        return rows
+
+    async def close(self) -> None:
+        self._rows = []
+
+
+class _InlineQueue:
+    """SQLAlchemy's dialect sets ``isolation_level`` by queueing a call on aiosqlite's thread
+    queue (``_tx``) and awaiting its future; here the call runs at once."""
+
+    def put_nowait(self, item: tuple[asyncio.Future[Any] | None, Callable[[], Any]]) -> None:
+        future, function = item
+        try:
+            result = function()
+        except BaseException as error:  # handed to the awaiting caller, as aiosqlite does
+            if future is not None and not future.done():
+                future.set_exception(error)
+            return
+        if future is not None and not future.done():
+            future.set_result(result)
+
+
+class InlineConnection:
+    """The subset of ``aiosqlite.Connection`` SQLAlchemy uses, without a thread."""
+
+    def __init__(self, connection: sqlite3.Connection, busy_timeout_s: float) -> None:
+        self._connection: sqlite3.Connection | None = connection
+        self._busy_timeout_s = busy_timeout_s
+        self._tx = _InlineQueue()
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise ValueError("no active connection")
+        return self._connection
+
+    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)``, retried after a short async sleep while the database is busy."""
+        deadline: float | None = None
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            try:
+                return function(*args)
+            except sqlite3.OperationalError as error:
+                if not _is_busy(error):
+                    raise
+                now = time.monotonic()
+                deadline = deadline if deadline is not None else now + self._busy_timeout_s
+                if now >= deadline:
+                    raise
+                await asyncio.sleep(min(backoff, deadline - now))
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    def cursor(self) -> InlineCursor:
+        return InlineCursor(self)
+
+    async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> InlineCursor:
+        return await self.cursor().execute(sql, parameters)
+
+    async def commit(self) -> None:
+        await self._call(self._conn.commit)
+
+    async def rollback(self) -> None:
+        await self._call(self._conn.rollback)
+
+    async def close(self) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    async def create_function(self, *args: Any, **kwargs: Any) -> None:
+        self._conn.create_function(*args, **kwargs)
+
+    @property
+    def isolation_level(self) -> str | None:
+        return self._conn.isolation_level
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
+
+
+def async_creator(url: str, *, busy_timeout_ms: int) -> Callable[[], Awaitable[InlineConnection]]:
+    """SQLAlchemy ``async_creator`` opening ``url`` (``sqlite+aiosqlite://…``) inline."""
+    args, kwargs = SQLiteDialect_aiosqlite().create_connect_args(make_url(url))
+    kwargs["check_same_thread"] = False  # the pool may close it from another thread at exit
+    kwargs["timeout"] = 0  # busy waits are async sleeps (_call), never blocking ones
+    busy_timeout_s = busy_timeout_ms / 1000
+
+    async def create() -> InlineConnection:
+        connection = sqlite3.connect(*args, **kwargs)  # type: ignore[call-overload]
+        return InlineConnection(connection, busy_timeout_s)
+
+    return create
