@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+from sqlalchemy import Table, insert
 
 from app.attachments.service import attachment_service
 from app.chat.models import ChatContext
@@ -205,30 +207,35 @@ async def record(
                     request_id=prepared.request_id,
                     prompt_tokens=prompt_tokens,
                 )
-        session.add(
-            RequestLog(
-                id=prepared.request_id,
-                tenant_id=prepared.caller.tenant_id,
-                key_id=prepared.caller.key_id,
-                conversation_id=resolved.conversation_id if resolved and answer else None,
-                model=request.model,
-                stream=request.stream,
-                status=status,
-                status_code=status_code,
-                error=error,
-                prompt_tokens=usage.prompt_tokens if usage else 0,
-                completion_tokens=usage.completion_tokens if usage else 0,
-                prompt_cost=cost.prompt_cost,
-                completion_cost=cost.completion_cost,
-                planning_cost=cost.planning_cost,
-                total_cost=cost.total_cost,
-                latency_ms=round((time.perf_counter() - prepared.started) * 1000, 2),
-                context_utilization=prepared.utilization.model_dump(mode="json"),
-            )
+        connection = await session.connection()  # a plain INSERT: no unit of work to flush
+        await connection.execute(
+            _INSERT_REQUEST_LOG,
+            {
+                "id": prepared.request_id,
+                "tenant_id": prepared.caller.tenant_id,
+                "key_id": prepared.caller.key_id,
+                "conversation_id": resolved.conversation_id if resolved and answer else None,
+                "model": request.model,
+                "stream": request.stream,
+                "status": status,
+                "status_code": status_code,
+                "error": error,
+                "prompt_tokens": usage.prompt_tokens if usage else 0,
+                "completion_tokens": usage.completion_tokens if usage else 0,
+                "prompt_cost": cost.prompt_cost,
+                "completion_cost": cost.completion_cost,
+                "planning_cost": cost.planning_cost,
+                "total_cost": cost.total_cost,
+                "latency_ms": round((time.perf_counter() - prepared.started) * 1000, 2),
+                "context_utilization": prepared.utilization.model_dump(mode="json"),
+            },
         )
     observe_chat(prepared, usage, cost, status)
     if answer is not None:  # background compaction / memory extraction, as they are due
         schedule_memory_work(state, prepared, usage)
+
+
+_INSERT_REQUEST_LOG = insert(cast(Table, RequestLog.__table__))
 
 
 def new_request_id() -> str:

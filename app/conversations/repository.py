@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from functools import lru_cache
+from typing import Any, cast
 
-from sqlalchemy import and_, delete, func, literal, select, union, union_all, update
+from sqlalchemy import (
+    CompoundSelect,
+    Row,
+    Select,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    union,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, ConversationSummaryRow, Message
+from app.db.models.base import utcnow
 
 __all__ = ["ConversationRepository", "conversation_repository"]
+
+_CONTEXT_COLUMNS = (
+    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
+    "sequence_number", "turn_number", "token_count", "start_tokens", "status", "content_hash",
+)  # fmt: skip
 
 
 class ConversationRepository:
@@ -36,19 +59,8 @@ class ConversationRepository:
 
         The summaries are what ``MemoryRepository.active_summaries`` returns, in its order.
         """
-        statement = (
-            select(Conversation, ConversationSummaryRow)
-            .outerjoin(
-                ConversationSummaryRow,
-                and_(
-                    ConversationSummaryRow.conversation_id == Conversation.id,
-                    ConversationSummaryRow.merged_into.is_(None),
-                ),
-            )
-            .where(Conversation.id == conversation_id, Conversation.tenant_id == tenant_id)
-            .order_by(ConversationSummaryRow.first_turn)
-        )
-        rows = (await session.execute(statement)).all()
+        params = {"conversation_id": conversation_id, "tenant_id": tenant_id}
+        rows = (await session.execute(_WITH_SUMMARIES, params)).all()
         if not rows:
             return None, []
         return rows[0][0], [row[1] for row in rows if row[1] is not None]
@@ -62,15 +74,18 @@ class ConversationRepository:
         values: dict[str, Any],
     ) -> bool:
         """Set ``values`` on the conversation if its columns still equal ``expected``."""
-        guard = [getattr(Conversation, name) == value for name, value in expected.items()]
-        statement = (
-            update(Conversation)
-            .where(Conversation.id == conversation_id, Conversation.tenant_id == tenant_id, *guard)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
-        result = await session.execute(statement)
-        return bool(getattr(result, "rowcount", 0) == 1)
+        statement = _guarded_update(tuple(expected), tuple(values))
+        params = {f"old_{name}": value for name, value in expected.items()}
+        params.update({f"new_{name}": value for name, value in values.items()})
+        params.update(row_id=conversation_id, row_tenant=tenant_id, now=utcnow())
+        connection = await session.connection()
+        result = await connection.execute(statement, params)
+        return bool(result.rowcount == 1)
+
+    async def insert_messages(self, session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+        """One executemany of whole message rows (every row has every column)."""
+        connection = await session.connection()
+        await connection.execute(_INSERT_MESSAGE, rows)
 
     async def find_by_heads(
         self, session: AsyncSession, tenant_id: str, heads: Sequence[str]
@@ -137,24 +152,11 @@ class ConversationRepository:
 
         Both oldest first; what ``head_content_hashes`` and ``tail_content_hashes`` return.
         """
-        last = (
-            select(
-                literal(1).label("part"),
-                Message.sequence_number.label("sequence"),
-                Message.content_hash.label("hash"),
-            )
-            .where(Message.conversation_id == conversation_id)
-            .order_by(Message.sequence_number.desc())
-            .limit(tail)
-            .subquery()
+        params = {"conversation_id": conversation_id, "head": head, "tail": tail}
+        connection = await session.connection()
+        rows = sorted(
+            (await connection.execute(_EDGE_HASHES, params)).all(), key=lambda row: row[1]
         )
-        first = select(
-            literal(0).label("part"),
-            Message.sequence_number.label("sequence"),
-            Message.content_hash.label("hash"),
-        ).where(Message.conversation_id == conversation_id, Message.sequence_number < head)
-        statement = union_all(first, select(last.c.part, last.c.sequence, last.c.hash))
-        rows = sorted((await session.execute(statement)).all(), key=lambda row: row[1])
         return (
             [row[2] for row in rows if row[0] == 0],
             [row[2] for row in rows if row[0] == 1],
@@ -169,30 +171,21 @@ class ConversationRepository:
         cut: int,
         min_turn: int | None = None,
         first_sequence: int = 0,
-    ) -> list[Message]:
+    ) -> Sequence[Row[Any]]:
         """The system prompt plus every message from absolute token position ``cut`` on.
 
         One indexed range query: its cost follows what can be sent, not the history's length.
         ``min_turn`` also loads whole recent turns (from ``first_sequence`` on) before the cut,
         so the context engine can shrink their tool results instead of losing them.
         """
-        wanted = [Message.sequence_number < system_count, Message.start_tokens >= cut]
-        if min_turn is not None:
-            wanted.append(
-                and_(Message.turn_number >= min_turn, Message.sequence_number >= first_sequence)
-            )
-        # One range per condition, each on an index, united: an OR over one scan would walk
-        # the conversation's every row (4 ms at 10,000 messages on SQLite; bench/README.md).
-        ranges = [
-            select(Message.id).where(Message.conversation_id == conversation_id, condition)
-            for condition in wanted
-        ]
-        statement = (
-            select(Message)
-            .where(Message.id.in_(union(*ranges).scalar_subquery()))
-            .order_by(Message.sequence_number)
-        )
-        return list((await session.execute(statement)).scalars())
+        params: dict[str, Any] = {
+            "conversation_id": conversation_id, "system_count": system_count, "cut": cut,
+            "min_turn": min_turn, "first_sequence": first_sequence,
+        }  # fmt: skip
+        connection = await session.connection()
+        result = await connection.execute(_context_statement(min_turn is not None), params)
+        rows: Sequence[Row[Any]] = result.all()
+        return rows
 
     async def tool_call_turns(
         self, session: AsyncSession, conversation_id: str, call_ids: set[str], *, scan: int = 200
@@ -222,3 +215,94 @@ class ConversationRepository:
 
 
 conversation_repository = ConversationRepository()
+
+
+# ---- hot-path statements, built once ----------------------------------------------------
+# A chat request runs these on every turn. Built per call, their construction and cache-key
+# generation cost more CPU than SQLite takes to run them; built once with bind parameters,
+# SQLAlchemy reuses the memoized cache key and the compiled form. The ones that return plain
+# rows run on the session's connection (Core), skipping the ORM's execution layer.
+_messages = cast(Table, Message.__table__)
+_conversations = cast(Table, Conversation.__table__)
+
+_INSERT_MESSAGE = insert(_messages)
+_WITH_SUMMARIES = (
+    select(Conversation, ConversationSummaryRow)
+    .outerjoin(
+        ConversationSummaryRow,
+        and_(
+            ConversationSummaryRow.conversation_id == Conversation.id,
+            ConversationSummaryRow.merged_into.is_(None),
+        ),
+    )
+    .where(
+        Conversation.id == bindparam("conversation_id"),
+        Conversation.tenant_id == bindparam("tenant_id"),
+    )
+    .order_by(ConversationSummaryRow.first_turn)
+)
+
+
+def _edge_hashes() -> CompoundSelect[Any]:
+    c = _messages.c
+    last = (
+        select(literal(1).label("part"), c.sequence_number.label("sequence"),
+               c.content_hash.label("hash"))
+        .where(c.conversation_id == bindparam("conversation_id"))
+        .order_by(c.sequence_number.desc())
+        .limit(bindparam("tail"))
+        .subquery()
+    )  # fmt: skip
+    first = select(
+        literal(0).label("part"), c.sequence_number.label("sequence"), c.content_hash.label("hash")
+    ).where(
+        c.conversation_id == bindparam("conversation_id"),
+        c.sequence_number < bindparam("head"),
+    )
+    return union_all(first, select(last.c.part, last.c.sequence, last.c.hash))
+
+
+_EDGE_HASHES = _edge_hashes()
+
+
+@lru_cache(maxsize=2)
+def _context_statement(with_recent_turns: bool) -> Select[Any]:
+    """See ``context_messages``: one indexed range per condition, united; columns, not
+    entities (no identity map or instrumented instances for what is only read)."""
+    c = _messages.c
+    wanted = [c.sequence_number < bindparam("system_count"), c.start_tokens >= bindparam("cut")]
+    if with_recent_turns:
+        wanted.append(
+            and_(
+                c.turn_number >= bindparam("min_turn"),
+                c.sequence_number >= bindparam("first_sequence"),
+            )
+        )
+    ranges = [
+        select(c.id).where(c.conversation_id == bindparam("conversation_id"), condition)
+        for condition in wanted
+    ]
+    columns = [c[name] for name in _CONTEXT_COLUMNS]
+    return (
+        select(*columns)
+        .where(c.id.in_(union(*ranges).scalar_subquery()))
+        .order_by(c.sequence_number)
+    )
+
+
+@lru_cache(maxsize=16)
+def _guarded_update(expected: tuple[str, ...], values: tuple[str, ...]) -> Update:
+    """UPDATE conversations SET <values> WHERE id, tenant and every <expected> column still
+    hold what was read (``IS``: a counter may be NULL)."""
+    c = _conversations.c
+    return (
+        update(_conversations)
+        .where(
+            c.id == bindparam("row_id"),
+            c.tenant_id == bindparam("row_tenant"),
+            *[c[name].is_not_distinct_from(bindparam(f"old_{name}")) for name in expected],
+        )
+        .values(
+            {**{name: bindparam(f"new_{name}") for name in values}, "updated_at": bindparam("now")}
+        )
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.tokens import text_of
@@ -75,8 +75,10 @@ def new_messages_start(
     return system
 
 
-def to_conversation_message(row: Message) -> ConversationMessage:
-    return ConversationMessage(
+def to_conversation_message(row: Message | Row[Any]) -> ConversationMessage:
+    """A stored message (an ORM row or a plain row of its columns), unvalidated: it was
+    validated before it was stored, and validation was most of the cost of loading history."""
+    return ConversationMessage.model_construct(
         role=row.role,
         content=row.content,
         name=row.name,
@@ -90,6 +92,7 @@ def to_conversation_message(row: Message) -> ConversationMessage:
         status=row.status,
         stored=True,
         content_hash=row.content_hash,
+        reasoning_steps=[],
     )
 
 
@@ -190,9 +193,8 @@ class ConversationService:
         if prompt_tokens is not None:
             conversation.last_prompt_tokens = prompt_tokens
         await session.flush()  # the conversation row first (a new one is inserted here)
-        if rows:  # one executemany, not one INSERT ... RETURNING per message; render_nulls
-            # keeps every row's columns alike, so rows never split into several statements
-            await session.execute(insert(Message).execution_options(render_nulls=True), rows)
+        if rows:  # one executemany, not one INSERT ... RETURNING per message
+            await repository.insert_messages(session, rows)
         return conversation
 
     async def append_continuing(
@@ -221,7 +223,7 @@ class ConversationService:
         if rows and await repository.update_if_unchanged(
             session, tenant_id, known.id, _Counters.of(known).counters(), values
         ):
-            await session.execute(insert(Message).execution_options(render_nulls=True), rows)
+            await repository.insert_messages(session, rows)
             return
         await self.append(
             session,
