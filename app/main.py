@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -82,6 +83,20 @@ async def _drain_background(state: AppState, grace_s: float = 5.0) -> None:
     await asyncio.gather(*still_running, return_exceptions=True)
 
 
+_frozen = False
+
+
+def _freeze_startup_objects() -> None:
+    """Move what start-up built (modules, mappers, schemas, caches) out of the collector's
+    reach: it lives as long as the process, and every full collection would walk it again.
+    Once per process (tests build many apps in one)."""
+    global _frozen
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
 
@@ -90,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = build_state(settings)
         app.state.contextgate = state
         close_keys = install_keys(app, state)
+        _freeze_startup_objects()
         try:
             yield
         finally:

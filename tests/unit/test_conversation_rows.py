@@ -1,0 +1,45 @@
+"""Stored rows become ConversationMessages without validation (the history hot path); the
+result must be indistinguishable from a validated model."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from app.conversations.messages import ConversationMessage, ReasoningStep
+from app.conversations.service import to_conversation_message
+
+ROW = {
+    "role": "assistant",
+    "content": [{"type": "text", "text": "hi"}],
+    "name": None,
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    "tool_call_id": None,
+    "reasoning_content": "thought",
+    "sequence_number": 7,
+    "turn_number": 3,
+    "token_count": 11,
+    "start_tokens": 120,
+    "status": "incomplete",
+    "content_hash": "abc",
+}
+
+
+def test_a_row_becomes_the_same_message_validation_would_build() -> None:
+    built = to_conversation_message(SimpleNamespace(**ROW))  # type: ignore[arg-type]
+    validated = ConversationMessage(**ROW, stored=True)
+    assert built == validated
+    assert built.model_dump() == validated.model_dump()
+    assert built.model_fields_set == set(ConversationMessage.model_fields)
+    assert built.end_tokens == 131
+    assert built.to_openai()["tool_calls"] == ROW["tool_calls"]
+
+
+def test_messages_built_from_rows_are_independent() -> None:
+    first = to_conversation_message(SimpleNamespace(**ROW))  # type: ignore[arg-type]
+    second = to_conversation_message(SimpleNamespace(**ROW))  # type: ignore[arg-type]
+    first.reasoning_steps.append(ReasoningStep(tool_call_id="c1"))
+    first.content = "changed"
+    assert second.reasoning_steps == []
+    assert second.content == ROW["content"]
+    copy = first.model_copy(update={"turn_number": 9})
+    assert (copy.turn_number, first.turn_number) == (9, 3)
