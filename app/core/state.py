@@ -39,6 +39,8 @@ class AppState:
     summary_cache: SummaryCache | None = None
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
+    """FastAPI dependency. ``async`` on purpose: FastAPI runs a plain ``def`` dependency on
+    its thread pool, a thread hand-off on every request for an attribute lookup."""
     state: AppState = request.app.state.contextgate
     return state

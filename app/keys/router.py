@@ -14,7 +14,7 @@ from app.keys.service import KeyService, require_admin
 router = APIRouter(prefix="/v1/keys", tags=["keys"])
 
 
-def get_key_service(request: Request) -> KeyService:
+async def get_key_service(request: Request) -> KeyService:
     service: KeyService | None = getattr(request.app.state, "key_service", None)
     if service is None:
         raise BadRequest(

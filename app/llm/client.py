@@ -225,7 +225,8 @@ class LLMClient:
 
             limit = min(self.first_token_timeout_s, timeout or self.timeout_s)
             try:
-                first = await asyncio.wait_for(first_chunk(), limit)
+                async with asyncio.timeout(limit):  # in this task: no extra task to schedule
+                    first = await first_chunk()
             except TimeoutError:
                 if opened:
                     await StreamHandle(None, opened[0], deployment).aclose()
