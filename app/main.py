@@ -105,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = build_state(settings)
         app.state.contextgate = state
         close_keys = install_keys(app, state)
+        state.llm.warm_up()
         _freeze_startup_objects()
         try:
             yield

@@ -116,6 +116,18 @@ class LLMClient:
         self.first_token_timeout_s = first_token_timeout_s
         self.retry = retry or RetryPolicy()
 
+    def needs_litellm(self) -> bool:
+        """Whether some model name this router can serve is reached through litellm: then
+        litellm is imported at start (seconds) rather than by the first such request."""
+        if self.transport is None or not self.router.upstream_base_url:
+            return True  # every call, or every name outside model_list, goes through litellm
+        return not all(is_direct(deployment) for deployment in self.router.deployments())
+
+    def warm_up(self) -> None:
+        """Import litellm now if calls will need it (see ``needs_litellm``)."""
+        if self.needs_litellm():
+            _litellm()
+
     async def aclose(self) -> None:
         if self.transport is not None:
             await self.transport.aclose()

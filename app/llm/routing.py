@@ -108,6 +108,10 @@ class ModelRouter:
     def configured_names(self) -> list[str]:
         return list(self._by_name)
 
+    def deployments(self) -> list[Deployment]:
+        """Every configured deployment (not the pass-through or upstream ones made per name)."""
+        return [deployment for group in self._by_name.values() for deployment in group]
+
     def _direct(self, model_name: str) -> list[Deployment]:
         configured = self._by_name.get(model_name)
         if configured:
