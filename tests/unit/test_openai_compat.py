@@ -1,35 +1,31 @@
-"""The direct transport to OpenAI-compatible upstreams: routing rule, wire shape, errors, SSE.
+"""The direct transport to OpenAI-compatible upstreams: routing rule, wire shape, errors.
 
 respx stands in for the upstream (it intercepts the transport's httpx client); errors go through
-``LLMClient`` so that what is asserted is what a client of contextgate would see.
+``LLMClient`` so that what is asserted is what a client of contextgate would see. The streaming
+tests (SSE parsing, stream errors, first-token timeout) are in test_openai_compat_stream.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 import respx
-from openai.types.chat import ChatCompletionChunk
 
 import app  # noqa: F401  (offline defaults before litellm)
-from app.core.errors import ContextGateError, ContextLengthExceeded, RateLimited
-from app.llm.client import LLMClient, RetryPolicy
-from app.llm.errors import map_upstream_error
-from app.llm.openai_compat import OpenAICompatTransport, UpstreamHTTPError, is_direct
-from app.llm.responses import normalize_chunk
+from app.core.errors import ContextLengthExceeded, RateLimited
+from app.llm.client import LLMClient
+from app.llm.openai_compat import OpenAICompatTransport, is_direct
 from app.llm.routing import Deployment, ModelRouter
+from tests.unit.openai_helpers import BASE, KEY, MESSAGES, MODEL, URL, USAGE, chunk, failure, sse
 
-BASE = "http://upstream.test/v1"
-URL = f"{BASE}/chat/completions"
-MODEL = "local-llama"
-KEY = "sk-upstream-unit"
-MESSAGES = [{"role": "user", "content": "hello"}]
-USAGE = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+# The fixtures, by name for pytest to find; ``x as x`` marks them as re-exported, not unused.
+from tests.unit.openai_helpers import llm as llm
+from tests.unit.openai_helpers import upstream as upstream
+
 COMPLETION: dict[str, Any] = {
     "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": MODEL,
     "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
@@ -40,49 +36,6 @@ COMPLETION: dict[str, Any] = {
 
 def deployment(model: str = f"openai/{MODEL}", **params: Any) -> Deployment:
     return Deployment(MODEL, model, params)
-
-
-def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    choice = {"index": 0, "delta": delta, "finish_reason": finish}
-    return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
-            "choices": [choice], **extra}  # fmt: skip
-
-
-def sse(*events: Any) -> bytes:
-    lines = [e if isinstance(e, str) else "data: " + orjson.dumps(e).decode() for e in events]
-    return ("\n\n".join(lines) + "\n\n").encode()
-
-
-def tool_delta(**fields: Any) -> dict[str, Any]:
-    return chunk({"tool_calls": [{"index": 0, **fields}]})
-
-
-@pytest.fixture
-def upstream() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=False) as router:
-        yield router
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[Callable[..., LLMClient]]:
-    clients: list[LLMClient] = []
-
-    def build(retries: int = 0, **kwargs: Any) -> LLMClient:
-        router = ModelRouter(upstream_base_url=BASE + "/", upstream_api_key=KEY)
-        client = LLMClient(router, retry=RetryPolicy(max_retries=retries, backoff_s=0), **kwargs)
-        clients.append(client)
-        return client
-
-    yield build
-    for client in clients:
-        await client.aclose()
-
-
-async def failure(client: LLMClient, *, stream: bool = False) -> ContextGateError:
-    call: Callable[..., Awaitable[Any]] = client.stream if stream else client.complete
-    with pytest.raises(ContextGateError) as info:
-        await call(MODEL, MESSAGES)
-    return info.value
 
 
 # --- which deployments go direct ----------------------------------------------------------------
@@ -270,161 +223,6 @@ async def test_200_that_is_not_a_completion_is_an_error(
     error = await failure(llm())
     assert (error.status_code, error.code) == (502, "upstream_error")
     assert in_message in error.message
-
-
-# --- streaming ----------------------------------------------------------------------------------
-
-STREAM = sse(
-    ": keep-alive",
-    chunk({"role": "assistant", "content": ""}),
-    "",
-    ": keep-alive\nevent: message",
-    "data: this is not json",
-    "data:",
-    chunk({"content": "Hel"}),
-    "data:" + orjson.dumps(chunk({"content": "lo", "reasoning": "hmm"})).decode(),
-    tool_delta(id="call_1", type="function", function={"name": "get_weather", "arguments": ""}),
-    tool_delta(function={"arguments": '{"city"'}),
-    tool_delta(function={"arguments": ': "Paris"}'}),
-    chunk({}, "tool_calls"),
-    {"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": USAGE},
-    "data: [DONE]",
-    chunk({"content": "after DONE, never read"}),
-)
-
-
-async def test_stream_parsing(upstream: respx.MockRouter, llm: Callable[..., LLMClient]) -> None:
-    upstream.post(URL).respond(200, content=STREAM, headers={"content-type": "text/event-stream"})
-    handle = await llm().stream(MODEL, MESSAGES)
-    chunks = [c async for c in handle.chunks()]
-    assert len(chunks) == 8
-    deltas = [c["choices"][0]["delta"] for c in chunks[:-1]]
-    assert deltas[0] == {"role": "assistant", "content": ""}
-    assert "".join(d.get("content", "") for d in deltas) == "Hello"
-    assert deltas[2]["reasoning_content"] == "hmm"
-    calls = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
-    assert [c["index"] for c in calls] == [0, 0, 0]
-    assert calls[0] == {"index": 0, "id": "call_1", "type": "function",
-                        "function": {"name": "get_weather", "arguments": ""}}  # fmt: skip
-    assert "".join(c["function"]["arguments"] for c in calls) == '{"city": "Paris"}'
-    assert [c["choices"][0]["finish_reason"] for c in chunks[:-1]][-1] == "tool_calls"
-    assert chunks[-1]["choices"] == []
-    assert chunks[-1]["usage"] == USAGE
-
-
-async def test_error_event_mid_stream_raises(
-    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
-) -> None:
-    upstream.post(URL).respond(
-        200, content=sse(chunk({"content": "a"}), {"error": {"message": "overloaded", "code": 503}})
-    )
-    handle = await llm(retries=2).stream(MODEL, MESSAGES)
-    chunks = handle.chunks()
-    assert (await anext(chunks))["choices"][0]["delta"] == {"content": "a"}
-    with pytest.raises(UpstreamHTTPError) as info:
-        await anext(chunks)
-    assert (info.value.status_code, info.value.message) == (503, "overloaded")
-    mapped = map_upstream_error(info.value, MODEL)
-    assert (mapped.status_code, mapped.code) == (502, "upstream_error")
-    assert "overloaded" in mapped.message
-
-
-async def test_error_event_before_the_first_chunk_is_mapped_and_retried(
-    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
-) -> None:
-    route = upstream.post(URL).respond(200, content=sse({"error": {"message": "busy"}}))
-    error = await failure(llm(retries=1), stream=True)
-    assert (error.status_code, error.code, route.call_count) == (502, "upstream_error", 2)
-    assert "busy" in error.message
-    overflow = {"error": {"message": "This model's maximum context length is 10", "code": 400}}
-    route.respond(200, content=sse(overflow))
-    route.reset()
-    error = await failure(llm(retries=1), stream=True)
-    assert isinstance(error, ContextLengthExceeded)
-    assert route.call_count == 1
-
-
-async def test_stream_429_is_retried(
-    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
-) -> None:
-    route = upstream.post(URL).mock(
-        side_effect=[
-            httpx.Response(429, headers={"retry-after-ms": "5"}),
-            httpx.Response(200, content=sse(chunk({"content": "ok"}), "data: [DONE]")),
-        ]
-    )
-    handle = await llm(retries=1).stream(MODEL, MESSAGES)
-    assert [c["choices"][0]["delta"] async for c in handle.chunks()] == [{"content": "ok"}]
-    assert route.call_count == 2
-
-
-async def test_first_token_timeout_when_headers_are_late(
-    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
-) -> None:
-    started: list[httpx.Request] = []
-
-    async def late(request: httpx.Request) -> httpx.Response:
-        started.append(request)
-        await asyncio.sleep(5)
-        return httpx.Response(200, content=sse(chunk({"content": "late"})))
-
-    upstream.post(URL).mock(side_effect=late)
-    error = await failure(llm(retries=2, first_token_timeout_s=0.05), stream=True)
-    assert (error.status_code, error.code, len(started)) == (504, "first_token_timeout", 1)
-
-
-async def test_first_token_timeout_when_the_first_event_is_late_closes_the_stream(
-    upstream: respx.MockRouter, llm: Callable[..., LLMClient]
-) -> None:
-    closed: list[bool] = []
-
-    async def body() -> AsyncIterator[bytes]:
-        try:
-            yield b": keep-alive\n\n"
-            await asyncio.sleep(5)
-            yield sse(chunk({"content": "late"}))
-        finally:
-            closed.append(True)
-
-    upstream.post(URL).mock(side_effect=lambda request: httpx.Response(200, content=body()))
-    error = await failure(llm(first_token_timeout_s=0.05), stream=True)
-    assert (error.status_code, error.code) == (504, "first_token_timeout")
-    assert closed == [True]
-
-
-# --- normalize_chunk: dicts (direct path) and SDK objects (litellm path) agree -----------------
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"content": "Hel"}, system_fingerprint="fp_1"),
-        tool_delta(id="call_1", type="function", function={"name": "f", "arguments": ""}),
-        tool_delta(function={"arguments": '{"a": 1}'}),
-        chunk({"reasoning_content": "because"}),
-        chunk({}, "stop"),
-        {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
-         "choices": [], "usage": USAGE},
-    ],
-)  # fmt: skip
-def test_normalize_chunk_dict_equals_sdk_object(raw: dict[str, Any]) -> None:
-    from_dict = normalize_chunk(raw)
-    assert from_dict == normalize_chunk(ChatCompletionChunk.model_validate(raw))
-    assert from_dict["id"] == "c1"
-    if raw["choices"]:
-        assert from_dict["choices"][0]["index"] == 0
-        assert from_dict["choices"][0]["finish_reason"] == raw["choices"][0]["finish_reason"]
-    else:
-        assert from_dict["usage"] == USAGE
-
-
-def test_normalize_chunk_dict_without_index_or_usage() -> None:
-    raw = {"choices": [{"delta": {"content": "x", "reasoning": "r"}}, {"delta": {}}]}
-    normalized = normalize_chunk(raw)
-    assert [c["index"] for c in normalized["choices"]] == [0, 1]
-    assert normalized["choices"][0]["delta"] == {"reasoning_content": "r", "content": "x"}
-    assert normalized["usage"] is None
 
 
 # --- bugs: what litellm handles and the direct path does not ---------------------------------

@@ -1,0 +1,66 @@
+"""What tests/unit/test_openai_compat.py and test_openai_compat_stream.py share: the upstream's
+address and wire bodies, the respx and ``LLMClient`` fixtures, and ``failure``.
+
+A test module imports the fixtures by name (``from ... import llm as llm``), so that they stay
+local to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import orjson
+import pytest
+import respx
+
+import app  # noqa: F401  (offline defaults before litellm)
+from app.core.errors import ContextGateError
+from app.llm.client import LLMClient, RetryPolicy
+from app.llm.routing import ModelRouter
+
+BASE = "http://upstream.test/v1"
+URL = f"{BASE}/chat/completions"
+MODEL = "local-llama"
+KEY = "sk-upstream-unit"
+MESSAGES = [{"role": "user", "content": "hello"}]
+USAGE = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+            "choices": [choice], **extra}  # fmt: skip
+
+
+def sse(*events: Any) -> bytes:
+    lines = [e if isinstance(e, str) else "data: " + orjson.dumps(e).decode() for e in events]
+    return ("\n\n".join(lines) + "\n\n").encode()
+
+
+@pytest.fixture
+def upstream() -> Iterator[respx.MockRouter]:
+    with respx.mock(assert_all_called=False) as router:
+        yield router
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[Callable[..., LLMClient]]:
+    clients: list[LLMClient] = []
+
+    def build(retries: int = 0, **kwargs: Any) -> LLMClient:
+        router = ModelRouter(upstream_base_url=BASE + "/", upstream_api_key=KEY)
+        client = LLMClient(router, retry=RetryPolicy(max_retries=retries, backoff_s=0), **kwargs)
+        clients.append(client)
+        return client
+
+    yield build
+    for client in clients:
+        await client.aclose()
+
+
+async def failure(client: LLMClient, *, stream: bool = False) -> ContextGateError:
+    call: Callable[..., Awaitable[Any]] = client.stream if stream else client.complete
+    with pytest.raises(ContextGateError) as info:
+        await call(MODEL, MESSAGES)
+    return info.value
