@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.core.settings import load_settings
+from app.core.sqlite_driver import async_creator
 from app.db.models import Base
 
 config = context.config
@@ -42,7 +43,15 @@ def run_offline() -> None:
 
 
 async def run_online() -> None:
-    engine = create_async_engine(_url())
+    url = _url()
+    # SQLite through contextgate's inline driver, as the server opens it: no driver thread
+    # left to report into a closed event loop when the database cannot be opened.
+    extra = (
+        {"async_creator": async_creator(url, busy_timeout_ms=30_000)}
+        if url.startswith("sqlite")
+        else {}
+    )
+    engine = create_async_engine(url, **extra)
     async with engine.connect() as connection:
         await connection.run_sync(_configure)
     await engine.dispose()
