@@ -105,7 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state = build_state(settings)
         app.state.contextgate = state
         close_keys = install_keys(app, state)
-        state.llm.warm_up()
+        state.llm.warm_up(embeddings=settings.embedding_model is not None)
         _freeze_startup_objects()
         try:
             yield

@@ -123,9 +123,10 @@ class LLMClient:
             return True  # every call, or every name outside model_list, goes through litellm
         return not all(is_direct(deployment) for deployment in self.router.deployments())
 
-    def warm_up(self) -> None:
-        """Import litellm now if calls will need it (see ``needs_litellm``)."""
-        if self.needs_litellm():
+    def warm_up(self, *, embeddings: bool = False) -> None:
+        """Import litellm now if calls will need it (see ``needs_litellm``); embeddings always
+        go through litellm."""
+        if embeddings or self.needs_litellm():
             _litellm()
 
     async def aclose(self) -> None:

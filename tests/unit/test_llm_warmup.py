@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from app.llm.client import LLMClient
@@ -29,3 +32,24 @@ def test_needs_litellm(
 ) -> None:
     client = LLMClient(ModelRouter(deployments, upstream_base_url=upstream), direct=direct)
     assert client.needs_litellm() is needed
+
+
+_PROBE = """
+import sys
+import app
+from app.llm.client import LLMClient
+from app.llm.routing import ModelRouter
+client = LLMClient(ModelRouter([], upstream_base_url="http://127.0.0.1:9/v1"))
+client.warm_up(embeddings={embeddings})
+print("litellm" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("embeddings", [False, True])
+def test_litellm_is_imported_at_start_for_an_embedding_model(embeddings: bool) -> None:
+    """In a fresh interpreter: another test of this session may have imported litellm."""
+    probe = _PROBE.format(embeddings=embeddings)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.strip() == str(embeddings)
