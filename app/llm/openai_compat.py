@@ -15,8 +15,10 @@ Failures raise :class:`UpstreamHTTPError` (or httpx's own errors), which
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import suppress
 from typing import Any
 
 import httpx
@@ -31,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 # Deployment parameters this path understands; any other makes the deployment go through
 # litellm, which knows what e.g. `drop_params` or `rpm` mean.
+# How long to wait for the end of a stream's body after its `[DONE]` before giving the
+# connection up instead of returning it to the pool.
+_DRAIN_TIMEOUT_S = 1.0
 _TRANSPORT_PARAMS = frozenset({"api_base", "api_key", "organization", "timeout", "extra_headers"})
 
 
@@ -178,12 +183,14 @@ class SSEStream:
         return await self._events.__anext__()
 
     async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
+        lines = self._response.aiter_lines()
         try:
-            async for line in self._response.aiter_lines():
+            async for line in lines:
                 if not line.startswith("data:"):
                     continue  # comments (": keep-alive"), event names, blank separators
                 payload = line[5:].strip()
                 if payload == "[DONE]":
+                    await self._drain(lines)
                     return
                 if not payload:
                     continue
@@ -198,6 +205,15 @@ class SSEStream:
                     yield event
         finally:
             await self._response.aclose()
+
+    async def _drain(self, lines: AsyncIterator[str]) -> None:
+        """Read what follows ``[DONE]`` (the end of the body, normally nothing more) so the
+        connection goes back to the pool: closing a response that was not read to its end
+        closes the connection, and the next stream would pay a new TCP connection."""
+        with suppress(TimeoutError, httpx.HTTPError):
+            async with asyncio.timeout(_DRAIN_TIMEOUT_S):
+                async for _ in lines:
+                    pass
 
     async def aclose(self) -> None:
         await self._events.aclose()
