@@ -185,28 +185,15 @@ async def record(
     async with state.database.writing() as session:
         resolved = prepared.resolved
         if resolved is not None and answer is not None:
-            turn = [*prepared.new_messages, answer]
-            prompt_tokens = usage.prompt_tokens if usage else None
-            if resolved.conversation is not None:  # one guarded UPDATE, no locking read
-                await conversation_service.append_continuing(
-                    session,
-                    prepared.caller.tenant_id,
-                    resolved.conversation,
-                    turn,
-                    model=request.model,
-                    request_id=prepared.request_id,
-                    prompt_tokens=prompt_tokens,
-                )
-            else:
-                await conversation_service.append(
-                    session,
-                    prepared.caller.tenant_id,
-                    resolved.conversation_id,
-                    turn,
-                    model=request.model,
-                    request_id=prepared.request_id,
-                    prompt_tokens=prompt_tokens,
-                )
+            await conversation_service.append_turn(
+                session,
+                prepared.caller.tenant_id,
+                resolved,
+                [*prepared.new_messages, answer],
+                model=request.model,
+                request_id=prepared.request_id,
+                prompt_tokens=usage.prompt_tokens if usage else None,
+            )
         connection = await session.connection()  # a plain INSERT: no unit of work to flush
         await connection.execute(
             _INSERT_REQUEST_LOG,

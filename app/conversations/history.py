@@ -13,9 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.fit import history_cut
 from app.context.tokens import REPLY_PRIMER
-from app.conversations.messages import ConversationMessage, attach_reasoning_steps
+from app.conversations.messages import (
+    ConversationMessage,
+    attach_reasoning_steps,
+    to_conversation_message,
+)
 from app.conversations.repository import conversation_repository as repository
-from app.conversations.service import ResolvedConversation, to_conversation_message
+from app.conversations.service import ResolvedConversation
 
 __all__ = ["HistoryWindow", "load_history_window"]
 

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ["ConversationMessage", "ReasoningStep", "attach_reasoning_steps", "turn_start_index"]
+if TYPE_CHECKING:
+    from sqlalchemy import Row
+
+    from app.db.models import Message
+
+__all__ = [
+    "ConversationMessage",
+    "ReasoningStep",
+    "attach_reasoning_steps",
+    "to_conversation_message",
+    "turn_start_index",
+]
 
 
 class ReasoningStep(BaseModel):
@@ -81,3 +92,41 @@ def turn_start_index(messages: list[ConversationMessage]) -> int:
         if messages[index].role == "user":
             return index
     return 0
+
+
+def to_conversation_message(row: Message | Row[Any]) -> ConversationMessage:
+    """A stored message (an ORM row or a plain row of its columns), unvalidated: it was
+    validated before it was stored, and validation was most of the cost of loading history."""
+    return _construct(
+        {
+            "role": row.role,
+            "content": row.content,
+            "name": row.name,
+            "tool_calls": row.tool_calls,
+            "tool_call_id": row.tool_call_id,
+            "reasoning_content": row.reasoning_content,
+            "sequence_number": row.sequence_number,
+            "turn_number": row.turn_number,
+            "token_count": row.token_count,
+            "start_tokens": row.start_tokens,
+            "status": row.status,
+            "stored": True,
+            "content_hash": row.content_hash,
+            "reasoning_steps": [],
+        }
+    )
+
+
+_ALL_FIELDS = frozenset(ConversationMessage.model_fields)
+_set = object.__setattr__
+
+
+def _construct(values: dict[str, Any]) -> ConversationMessage:
+    """``ConversationMessage.model_construct(**values)`` for a complete set of fields, without
+    its per-field default handling: a conversation's history is built this way every turn."""
+    message = ConversationMessage.__new__(ConversationMessage)
+    _set(message, "__dict__", values)
+    _set(message, "__pydantic_fields_set__", set(_ALL_FIELDS))
+    _set(message, "__pydantic_extra__", None)
+    _set(message, "__pydantic_private__", None)
+    return message

@@ -5,22 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.tokens import text_of
 from app.conversations.fingerprint import chain_hashes, content_hash, extend_chain, matches_prefix
-from app.conversations.messages import ConversationMessage, attach_reasoning_steps
+from app.conversations.messages import (
+    ConversationMessage,
+    attach_reasoning_steps,
+    to_conversation_message,
+)
 from app.conversations.repository import conversation_repository as repository
 from app.core.errors import NotFound
-from app.db.models import Conversation, ConversationSummaryRow, Message, new_id
+from app.db.models import Conversation, ConversationSummaryRow, new_id
 
 __all__ = [
     "ConversationService",
     "ResolvedConversation",
     "conversation_service",
     "new_messages_start",
-    "to_conversation_message",
 ]
 
 _SYSTEM_ROLES = ("system", "developer")
@@ -73,44 +75,6 @@ def new_messages_start(
                 return skip + overlap
     # New messages only, perhaps behind a repeat of the stored system prompt.
     return system
-
-
-def to_conversation_message(row: Message | Row[Any]) -> ConversationMessage:
-    """A stored message (an ORM row or a plain row of its columns), unvalidated: it was
-    validated before it was stored, and validation was most of the cost of loading history."""
-    return _construct(
-        {
-            "role": row.role,
-            "content": row.content,
-            "name": row.name,
-            "tool_calls": row.tool_calls,
-            "tool_call_id": row.tool_call_id,
-            "reasoning_content": row.reasoning_content,
-            "sequence_number": row.sequence_number,
-            "turn_number": row.turn_number,
-            "token_count": row.token_count,
-            "start_tokens": row.start_tokens,
-            "status": row.status,
-            "stored": True,
-            "content_hash": row.content_hash,
-            "reasoning_steps": [],
-        }
-    )
-
-
-_ALL_FIELDS = frozenset(ConversationMessage.model_fields)
-_set = object.__setattr__
-
-
-def _construct(values: dict[str, Any]) -> ConversationMessage:
-    """``ConversationMessage.model_construct(**values)`` for a complete set of fields, without
-    its per-field default handling: a conversation's history is built this way every turn."""
-    message = ConversationMessage.__new__(ConversationMessage)
-    _set(message, "__dict__", values)
-    _set(message, "__pydantic_fields_set__", set(_ALL_FIELDS))
-    _set(message, "__pydantic_extra__", None)
-    _set(message, "__pydantic_private__", None)
-    return message
 
 
 class ConversationService:
@@ -213,6 +177,30 @@ class ConversationService:
         if rows:  # one executemany, not one INSERT ... RETURNING per message
             await repository.insert_messages(session, rows)
         return conversation
+
+    async def append_turn(
+        self,
+        session: AsyncSession,
+        tenant_id: str,
+        resolved: ResolvedConversation,
+        messages: list[ConversationMessage],
+        *,
+        model: str,
+        request_id: str | None = None,
+        prompt_tokens: int | None = None,
+    ) -> None:
+        """Store a request's turn: a conversation read by this request advances with one
+        guarded UPDATE (``append_continuing``), a new one is created by ``append``."""
+        if resolved.conversation is not None:
+            await self.append_continuing(
+                session, tenant_id, resolved.conversation, messages,
+                model=model, request_id=request_id, prompt_tokens=prompt_tokens,
+            )  # fmt: skip
+        else:
+            await self.append(
+                session, tenant_id, resolved.conversation_id, messages,
+                model=model, request_id=request_id, prompt_tokens=prompt_tokens,
+            )  # fmt: skip
 
     async def append_continuing(
         self,

@@ -147,9 +147,6 @@ class InlineConnection:
     def cursor(self) -> InlineCursor:
         return InlineCursor(self)
 
-    async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> InlineCursor:
-        return await self.cursor().execute(sql, parameters)
-
     async def commit(self) -> None:
         await self._call(self._conn.commit)
 
@@ -170,10 +167,6 @@ class InlineConnection:
     @property
     def isolation_level(self) -> str | None:
         return self._conn.isolation_level
-
-    @property
-    def in_transaction(self) -> bool:
-        return self._conn.in_transaction
 
 
 def async_creator(url: str, *, busy_timeout_ms: int) -> Callable[[], Awaitable[InlineConnection]]:

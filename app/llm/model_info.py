@@ -44,23 +44,24 @@ _UNKNOWN = ModelInfo(None, None, 0.0, 0.0, False, False)
 _BUNDLED_MAP = "model_prices_and_context_window_backup.json"
 
 
+def _litellm_map() -> dict[str, Any]:
+    import litellm
+
+    cost_map: dict[str, Any] = litellm.model_cost
+    return cost_map
+
+
 @lru_cache(maxsize=1)
 def _model_cost() -> dict[str, Any]:
-    loaded = sys.modules.get("litellm")
-    if loaded is not None or os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").lower() != "true":
-        import litellm
-
-        return dict(litellm.model_cost)
+    local = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").lower() == "true"
     spec = importlib.util.find_spec("litellm")
-    if spec is None or spec.origin is None:
-        return {}
+    if "litellm" in sys.modules or not local or spec is None or spec.origin is None:
+        return _litellm_map()
     try:
         data = orjson.loads((Path(spec.origin).parent / _BUNDLED_MAP).read_bytes())
     except (OSError, orjson.JSONDecodeError):
-        import litellm
-
-        return dict(litellm.model_cost)
-    return data if isinstance(data, dict) else {}
+        return _litellm_map()
+    return data if isinstance(data, dict) else _litellm_map()
 
 
 @lru_cache(maxsize=1024)

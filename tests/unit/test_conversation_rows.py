@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from app.conversations.messages import ConversationMessage, ReasoningStep
-from app.conversations.service import to_conversation_message
+from app.conversations.messages import ConversationMessage, ReasoningStep, to_conversation_message
 
 ROW = {
     "role": "assistant",
