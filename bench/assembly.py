@@ -153,69 +153,50 @@ async def measure(
     sizes: list[int],
     repeats: int,
 ) -> list[dict[str, Any]]:
-    import asyncio
-
-    import httpx
-
     from app.chat.models import ChatContext
     from app.chat.pipeline import new_request_id, prepare
-    from app.cli import run_migrations
-    from app.core.settings import Settings
     from app.keys.auth import Caller
-    from app.main import create_app
     from app.protocol.chat import ChatCompletionRequest
+    from bench.inprocess import inprocess_app
 
-    await asyncio.to_thread(run_migrations, database_url)
     # The summarizer answers (scripted), so that long conversations are compacted once and
     # then measured in their steady state, as they would be in service.
     fake.script("fake-summarizer", [SUMMARY] * 400)
-    settings = Settings(
-        database_url=database_url,
-        upstream_base_url=fake.base_url,
-        summarizer_model="fake-summarizer",
-        memory_extraction_mode="off",
-        upstream_api_key="sk-bench",  # type: ignore[arg-type]
-        max_retries=0,
-        log_level="WARNING",
-        _env_file=None,  # type: ignore[call-arg]
-    )
-    application = create_app(settings)
     rows: list[dict[str, Any]] = []
-    async with application.router.lifespan_context(application):
+    settings = {"summarizer_model": "fake-summarizer", "memory_extraction_mode": "off"}
+    async with inprocess_app(fake.base_url, database_url, **settings) as (application, client):
         state = application.state.contextgate
         caller = Caller(tenant_id="default")
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://cg/v1") as client:
-            for size in sizes:
-                conversation_id = await seed(state, caller.tenant_id, size)
-                prepare_ms: list[float] = []
-                request_ms: list[float] = []
-                statements: list[int] = []
-                warm, history = 0, []
-                while warm < MAX_WARM_TURNS and not _steady(history):
-                    count, _ = await _turn(client, state, conversation_id, f"warm {warm}")
-                    history.append(count)
-                    warm += 1
-                for index in range(repeats):
-                    body = _body(conversation_id, f"next question {index}")
-                    request = ChatCompletionRequest.model_validate(body)
-                    context = ChatContext(request, caller, new_request_id(), time.perf_counter())
-                    started = time.perf_counter()
-                    prepared = await prepare(state, context)
-                    prepare_ms.append((time.perf_counter() - started) * 1000)
-                    count, total = await _turn(client, state, conversation_id, body)
-                    request_ms.append(total)
-                    statements.append(count)
-                rows.append(
-                    {
-                        "stored": size,
-                        "prepare_ms": statistics.median(prepare_ms),
-                        "request_ms": statistics.median(request_ms),
-                        "sent_messages": len(prepared.messages),
-                        "statements": max(statements),
-                        "warm_turns": warm,
-                    }
-                )
+        for size in sizes:
+            conversation_id = await seed(state, caller.tenant_id, size)
+            prepare_ms: list[float] = []
+            request_ms: list[float] = []
+            statements: list[int] = []
+            warm, history = 0, list[int]()
+            while warm < MAX_WARM_TURNS and not _steady(history):
+                count, _ = await _turn(client, state, conversation_id, f"warm {warm}")
+                history.append(count)
+                warm += 1
+            for index in range(repeats):
+                body = _body(conversation_id, f"next question {index}")
+                request = ChatCompletionRequest.model_validate(body)
+                context = ChatContext(request, caller, new_request_id(), time.perf_counter())
+                started = time.perf_counter()
+                prepared = await prepare(state, context)
+                prepare_ms.append((time.perf_counter() - started) * 1000)
+                count, total = await _turn(client, state, conversation_id, body)
+                request_ms.append(total)
+                statements.append(count)
+            rows.append(
+                {
+                    "stored": size,
+                    "prepare_ms": statistics.median(prepare_ms),
+                    "request_ms": statistics.median(request_ms),
+                    "sent_messages": len(prepared.messages),
+                    "statements": max(statements),
+                    "warm_turns": warm,
+                }
+            )
     return rows
 
 

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-import app  # noqa: F401  (offline defaults before litellm is imported)
+from bench.inprocess import inprocess_app  # also: offline defaults before litellm
 
 
 async def _turns(client: object, requests: int, stream: bool) -> tuple[float, float, float]:
@@ -49,32 +49,14 @@ async def _turns(client: object, requests: int, stream: bool) -> tuple[float, fl
 
 
 async def drive(base_url: str, db_url: str, requests: int, rounds: int) -> None:
-    import httpx
-
-    from app.cli import run_migrations
-    from app.core.settings import Settings
-    from app.main import create_app
-
-    await asyncio.to_thread(run_migrations, db_url)
-    settings = Settings(
-        database_url=db_url,
-        upstream_base_url=base_url,
-        upstream_api_key="sk-bench",
-        max_retries=0,
-        log_level="WARNING",
-        _env_file=None,  # type: ignore[call-arg]
-    )
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://cg/v1") as client:
-            await _turns(client, 40, False)  # warm-up
-            await _turns(client, 40, True)
-            plain: list[tuple[float, float, float]] = []
-            streamed: list[tuple[float, float, float]] = []
-            for _ in range(rounds):
-                plain.append(await _turns(client, requests, False))
-                streamed.append(await _turns(client, requests // 2, True))
+    async with inprocess_app(base_url, db_url) as (_, client):
+        await _turns(client, 40, False)  # warm-up
+        await _turns(client, 40, True)
+        plain: list[tuple[float, float, float]] = []
+        streamed: list[tuple[float, float, float]] = []
+        for _ in range(rounds):
+            plain.append(await _turns(client, requests, False))
+            streamed.append(await _turns(client, requests // 2, True))
     wall = statistics.median(p[0] for p in plain)
     cpu = statistics.median(p[1] for p in plain)
     ttfb = statistics.median(s[2] for s in streamed)

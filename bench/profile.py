@@ -14,60 +14,47 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-import app  # noqa: F401  (offline defaults before litellm is imported)
+from bench.inprocess import inprocess_app  # also: offline defaults before litellm
 
 args_show_all = False
 
 
 async def drive(base_url: str, db_url: str, requests: int, stream: bool, html: str | None) -> None:
-    import httpx
     from pyinstrument import Profiler
 
-    from app.cli import run_migrations
-    from app.core.settings import Settings
-    from app.main import create_app
-
-    await asyncio.to_thread(run_migrations, db_url)
-    settings = Settings(
-        database_url=db_url,
-        upstream_base_url=base_url,
-        upstream_api_key="sk-bench",
-        max_retries=0,
-        log_level="WARNING",
-        _env_file=None,  # type: ignore[call-arg]
-    )
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://cg/v1") as client:
-            body = {"model": "bench-model", "messages": [{"role": "user", "content": "hi"}]}
-            first = (await client.post("/chat/completions", json=body)).json()
-            conversation_id = first["conversation_id"]
-            for index in range(20):  # warm-up
-                body = {
-                    "model": "bench-model",
-                    "conversation_id": conversation_id,
-                    "messages": [{"role": "user", "content": f"warm {index}"}],
-                }
-                (await client.post("/chat/completions", json=body)).raise_for_status()
-            profiler = Profiler(async_mode="enabled", interval=0.0005)
-            started = time.perf_counter()
-            profiler.start()
-            for index in range(requests):
-                if index % 25 == 0:  # small conversations, as in bench.run
-                    conversation_id = None
-                body = {
-                    "model": "bench-model",
-                    "conversation_id": conversation_id,
-                    "stream": stream,
-                    "messages": [{"role": "user", "content": f"hello turn {index}"}],
-                }
-                response = await client.post("/chat/completions", json=body)
-                response.raise_for_status()
-                conversation_id = response.headers["x-conversation-id"]
-            profiler.stop()
-            elapsed = time.perf_counter() - started
+    async with inprocess_app(base_url, db_url) as (_, client):
+        body: dict[str, Any] = {
+            "model": "bench-model",
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        first = (await client.post("/chat/completions", json=body)).json()
+        conversation_id = first["conversation_id"]
+        for index in range(20):  # warm-up
+            body = {
+                "model": "bench-model",
+                "conversation_id": conversation_id,
+                "messages": [{"role": "user", "content": f"warm {index}"}],
+            }
+            (await client.post("/chat/completions", json=body)).raise_for_status()
+        profiler = Profiler(async_mode="enabled", interval=0.0005)
+        started = time.perf_counter()
+        profiler.start()
+        for index in range(requests):
+            if index % 25 == 0:  # small conversations, as in bench.run
+                conversation_id = None
+            body = {
+                "model": "bench-model",
+                "conversation_id": conversation_id,
+                "stream": stream,
+                "messages": [{"role": "user", "content": f"hello turn {index}"}],
+            }
+            response = await client.post("/chat/completions", json=body)
+            response.raise_for_status()
+            conversation_id = response.headers["x-conversation-id"]
+        profiler.stop()
+        elapsed = time.perf_counter() - started
     print(f"{requests} requests in {elapsed:.2f} s: {elapsed / requests * 1000:.2f} ms each")
     if html:
         Path(html).write_text(profiler.output_html())

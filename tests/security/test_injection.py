@@ -93,11 +93,9 @@ def _steered_plan(strategy: str) -> str:
     return orjson.dumps({"artifacts": decisions, "reasoning": "the documents said so"}).decode()
 
 
-async def test_steered_include_everything_plan_cannot_break_the_budget(
-    http: httpx.AsyncClient, fake_upstream: FakeUpstream
-) -> None:
-    fake_upstream.script("fake-planner", [_steered_plan("include_full")])
-    response = await http.post(
+async def _ask_with_planning(http: httpx.AsyncClient) -> httpx.Response:
+    """A question over the corpus attachments, planned by the (steered) planner model."""
+    return await http.post(
         "/v1/chat/completions",
         json={
             "model": "fake-model",
@@ -106,6 +104,13 @@ async def test_steered_include_everything_plan_cannot_break_the_budget(
             "context": {"planning": "always", "max_input_tokens": BUDGET},
         },
     )
+
+
+async def test_steered_include_everything_plan_cannot_break_the_budget(
+    http: httpx.AsyncClient, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.script("fake-planner", [_steered_plan("include_full")])
+    response = await _ask_with_planning(http)
     assert response.status_code == 200, response.text
     usage = response.json()["context_utilization"]
     assert usage["llm_planning_used"] is True
@@ -127,15 +132,7 @@ async def test_steered_summarize_everything_is_capped(
 ) -> None:
     fake_upstream.script("fake-planner", [_steered_plan("summarize")])
     fake_upstream.script("fake-summarizer", ["SUMMARY"] * 20)
-    response = await http.post(
-        "/v1/chat/completions",
-        json={
-            "model": "fake-model",
-            "messages": [{"role": "user", "content": "Summarize the quarterly figures."}],
-            "attachments": _attachments(),
-            "context": {"planning": "always", "max_input_tokens": BUDGET},
-        },
-    )
+    response = await _ask_with_planning(http)
     assert response.status_code == 200, response.text
     usage = response.json()["context_utilization"]
     assert usage["tokens_used"] <= BUDGET
