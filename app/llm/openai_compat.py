@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import orjson
 
+from app.llm.netio import AsyncioTransport
 from app.llm.params import strip_control_params
 from app.llm.routing import Deployment
 
@@ -82,10 +83,12 @@ class OpenAICompatTransport:
     """POSTs ``/chat/completions`` bodies; one connection pool for every deployment."""
 
     def __init__(self, *, max_connections: int = 1000) -> None:
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
         self._client = httpx.AsyncClient(
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
+            # The pool on asyncio's transports, not anyio's (netio.py has the why).
+            transport=AsyncioTransport(limits=limits),
             # Redirects and proxies from the environment are the SDK's defaults too.
             follow_redirects=False,
         )
