@@ -38,6 +38,36 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
 
 
+def _workers_rows(workers: dict[str, Any] | None) -> list[tuple[str, ...]]:
+    """One `--workers 2` vs 1 row per database backend measured."""
+    if not workers:
+        return []
+    if "w1" in workers:  # results of a run before both backends were measured
+        workers = {workers.get("backend", "sqlite"): workers}
+    rows: list[tuple[str, ...]] = []
+    for backend, runs in workers.items():
+        w1 = _median(runs["w1"], "throughput_rps")
+        w2 = _median(runs["w2"], "throughput_rps")
+        ratio = _ratio(w2, w1)
+        met = _verdict(None if math.isnan(ratio) else ratio >= 1.7)
+        label = f"`--workers 2` vs 1, concurrency 32, {backend} (req/s)"
+        rows.append((label, f"{_fmt(w2)} vs {_fmt(w1)}", "—", _fmt(ratio, 2), "≥ 1.7 ×", met))
+    return rows
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    return [
+        "| goal (issue 6) | contextgate | LiteLLM proxy | ratio | goal | met |",
+        "|---|---|---|---|---|---|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def render_workers(results: dict[str, Any]) -> str:
+    """The table of ``python -m bench.run --workers-only``: the workers rows alone."""
+    return "\n".join(_table(_workers_rows(results.get("workers"))))
+
+
 def render(results: dict[str, Any]) -> str:
     info = results["machine"]
     direct = results["direct"]["runs"]
@@ -55,10 +85,10 @@ def render(results: dict[str, Any]) -> str:
     )
     lines.append("")
 
-    def p(runs: list[dict[str, Any]], key: str, q: str = "p50") -> float:
+    def p(runs: dict[str, list[dict[str, Any]]], key: str, q: str = "p50") -> float:
         return _median(runs[key], "latency_ms", q) if key in runs else math.nan
 
-    def added(runs: list[dict[str, Any]], key: str, q: str) -> float:
+    def added(runs: dict[str, list[dict[str, Any]]], key: str, q: str) -> float:
         return p(runs, key, q) - p(direct, key, q)
 
     rows: list[tuple[str, ...]] = []
@@ -115,17 +145,9 @@ def render(results: dict[str, Any]) -> str:
             label = "SQL statements per request, 10 … 10,000 stored"
             listed = " / ".join(str(row["statements"]) for row in curve)
             rows.append((label, listed, "—", "—", "constant", _verdict(len(counts) == 1)))
-    workers = results.get("workers")
-    if workers:
-        w1 = _median(workers["w1"], "throughput_rps")
-        w2 = _median(workers["w2"], "throughput_rps")
-        ratio = _ratio(w2, w1)
-        label = f"`--workers 2` vs 1, concurrency 32, {workers.get('backend', 'sqlite')} (req/s)"
-        goal(label, f"{_fmt(w2)} vs {_fmt(w1)}", "—", ratio, "≥ 1.7 ×", ratio >= 1.7)
+    rows.extend(_workers_rows(results.get("workers")))
 
-    lines.append("| goal (issue 6) | contextgate | LiteLLM proxy | ratio | goal | met |")
-    lines.append("|---|---|---|---|---|---|")
-    lines.extend("| " + " | ".join(row) + " |" for row in rows)
+    lines.extend(_table(rows))
     lines.append("")
 
     lines.append("Added latency versus calling the fake upstream directly (issue 2), ms:")
@@ -143,7 +165,7 @@ def render(results: dict[str, Any]) -> str:
     lines.append("")
     cpu = _median(cg_runs["c32"], "client_cpu_s") / max(_median(cg_runs["c32"], "elapsed_s"), 1e-9)
     lines.append(
-        f"Load generator (httpx, its own process) used {cpu:.0%} of a core during contextgate's "
+        f"Load generator (aiohttp, its own process) used {cpu:.0%} of a core during contextgate's "
         "concurrency-32 run: on 2 cores it competes with the server, for every target alike."
     )
     if curve:

@@ -1,13 +1,15 @@
-"""``python -m bench.run [--quick] [--record] [--no-litellm] [--no-workers]``: the speed goals.
+"""``python -m bench.run [--quick] [--record] [--no-litellm] [--no-workers] [--no-curve]
+[--workers-only]``: the speed goals.
 
 Sets up everything itself on loopback: the fake upstream (tests/fake_upstream), contextgate
 (``contextgate serve``, one worker, SQLite in bench/.work/), LiteLLM proxy 1.106 from the
 package registry in a throwaway venv (bench/.work/litellm-venv; no database, no master key,
-one worker) and, for the scale-out figure, contextgate with ``--workers 2``. Load comes from
-``python -m bench.load`` (httpx, its own process). Every scenario runs against every target
-side by side, in ``--rounds`` interleaved rounds (median of rounds), so machine noise hits all
-alike. Prints one table of the goals as ratios, issue 2's figures, the history-length curve
-(PNG: bench/history_curve.png); ``--record`` writes them into bench/README.md.
+one worker) and, for the scale-out figure, contextgate with ``--workers 1`` and ``--workers 2``
+on SQLite and, when installed, PostgreSQL (``--workers-only``: just that figure). Load comes
+from ``python -m bench.load`` (aiohttp, its own process). Every scenario runs against every
+target side by side, in ``--rounds`` interleaved rounds (median of rounds), so machine noise
+hits all alike. Prints one table of the goals as ratios, issue 2's figures, the history-length
+curve (PNG: bench/history_curve.png); ``--record`` writes them into bench/README.md.
 """
 
 from __future__ import annotations
@@ -82,10 +84,15 @@ def run_load(target: Target, concurrency: int, requests: int, duration: float,
         command.append("--stream")
     if target.conversation:
         command += ["--conversation", "--turns-per-conversation", str(TURNS_PER_CONVERSATION)]
+    pid = target.service.pid if target.service else None
+    cpu_before = cpu_seconds(pid) if pid else 0.0
     done = subprocess.run(command, capture_output=True, text=True, timeout=duration * 4 + 120)
     if done.returncode != 0:
         raise RuntimeError(f"load against {target.name} failed: {done.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout)
+    if pid:  # CPU the server spent per measured request (warm-up included: ~1%)
+        requests_done = max(1, result["latency_ms"]["n"])
+        result["server_cpu_ms"] = (cpu_seconds(pid) - cpu_before) * 1000 / requests_done
     if result["errors"]:
         print(f"  ! {target.name}: {result['errors']} errors, last: {result['last_error']}")
     return result
@@ -141,15 +148,10 @@ def measure_targets(targets: list[Target], plan: Plan) -> None:
     for round_index in range(plan.rounds):
         for key, concurrency, stream in SCENARIOS:
             for target in targets:
-                pid = target.service.pid if target.service else None
-                cpu_before = cpu_seconds(pid) if pid else 0.0
                 result = run_load(
                     target, concurrency, scenario_requests(plan, key), plan.duration_s,
                     stream=stream,
                 )  # fmt: skip
-                if pid:  # CPU the server spent per measured request (warm-up included: ~1%)
-                    done = max(1, result["latency_ms"]["n"])
-                    result["server_cpu_ms"] = (cpu_seconds(pid) - cpu_before) * 1000 / done
                 target.results.setdefault(key, []).append(result)
                 print(
                     f"  round {round_index + 1} {key:<9} {target.name:<14} "
@@ -167,6 +169,44 @@ def start(service: Service, name: str) -> Service:
     return service
 
 
+def compare_targets(logs: Path, upstream: str, plan: Plan, *, litellm: bool) -> dict[str, Any]:
+    """Every scenario against the fake upstream directly, contextgate and LiteLLM proxy."""
+    results: dict[str, Any] = {}
+    direct = Target("direct", upstream, conversation=False)
+    services: list[Service] = []
+    try:
+        contextgate = start(
+            Contextgate(logs, upstream, f"sqlite+aiosqlite:///{logs}/contextgate.db"),
+            "contextgate (1 worker)",
+        )
+        services.append(contextgate)
+        cg = Target("contextgate", contextgate.base_url, True, contextgate)
+        targets = [direct, cg]
+        if litellm:
+            proxy = start(LiteLLMProxy(logs, upstream), "LiteLLM proxy (1 worker)")
+            services.append(proxy)
+            targets.append(Target("litellm", proxy.base_url, False, proxy))
+        for target in targets:
+            if target.service is not None:
+                target.idle_rss = rss_mib(target.service.pid)
+                target.sampler = RssSampler(target.service.pid).__enter__()
+        measure_targets(targets, plan)
+        for target in targets:
+            if target.sampler is not None:
+                target.sampler.__exit__(None, None, None)
+        for target in targets:
+            results[target.name] = {
+                "ready_s": target.service.ready_s if target.service else None,
+                "idle_rss_mib": target.idle_rss,
+                "peak_rss_mib": target.sampler.peak if target.sampler else None,
+                "runs": target.results,
+            }
+    finally:
+        for service in services:
+            service.stop()
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer requests, one round")
@@ -175,7 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-litellm", action="store_true", help="skip LiteLLM proxy")
     parser.add_argument("--no-workers", action="store_true", help="skip the --workers 2 run")
     parser.add_argument("--no-curve", action="store_true", help="skip the history curve")
+    parser.add_argument(
+        "--workers-only", action="store_true", help="only the --workers 2 vs 1 measurement"
+    )
     args = parser.parse_args(argv)
+    if args.workers_only and (args.record or args.no_workers):
+        parser.error("--workers-only excludes --record and --no-workers")
+    litellm = not (args.no_litellm or args.workers_only)
     plan = QUICK if args.quick else FULL
     if args.rounds:
         plan.rounds = args.rounds
@@ -184,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     print(f"machine: {info['nproc']} CPUs, {info['cpu']}, {info['ram_gib']} GiB; "
           f"load {info['load_before'][0]:.2f}; logs in {logs}")  # fmt: skip
-    if not args.no_litellm:
+    if litellm:
         with open(logs / "litellm-install.log", "ab") as install_log:
             ensure_litellm(install_log)
     started = time.perf_counter()
@@ -193,46 +239,17 @@ def main(argv: list[str] | None = None) -> int:
     mode = "quick" if args.quick else "full"
     results: dict[str, Any] = {"machine": info, "plan": plan.__dict__, "mode": mode}
     with FakeUpstream() as fake:
-        direct = Target("direct", fake.base_url, conversation=False)
-        services: list[Service] = []
-        try:
-            contextgate = start(
-                Contextgate(logs, fake.base_url, f"sqlite+aiosqlite:///{logs}/contextgate.db"),
-                "contextgate (1 worker)",
-            )
-            services.append(contextgate)
-            cg = Target("contextgate", contextgate.base_url, True, contextgate)
-            targets = [direct, cg]
-            if not args.no_litellm:
-                proxy = start(LiteLLMProxy(logs, fake.base_url), "LiteLLM proxy (1 worker)")
-                services.append(proxy)
-                targets.append(Target("litellm", proxy.base_url, False, proxy))
-            for target in targets:
-                if target.service is not None:
-                    target.idle_rss = rss_mib(target.service.pid)
-                    target.sampler = RssSampler(target.service.pid).__enter__()
-            measure_targets(targets, plan)
-            for target in targets:
-                if target.sampler is not None:
-                    target.sampler.__exit__(None, None, None)
-            for target in targets:
-                results[target.name] = {
-                    "ready_s": target.service.ready_s if target.service else None,
-                    "idle_rss_mib": target.idle_rss,
-                    "peak_rss_mib": target.sampler.peak if target.sampler else None,
-                    "runs": target.results,
-                }
-        finally:
-            for service in services:
-                service.stop()
+        if not args.workers_only:
+            results.update(compare_targets(logs, fake.base_url, plan, litellm=litellm))
         if not args.no_workers:
             results["workers"] = measure_workers(logs, fake.base_url, plan)
-        if not args.no_curve:
+        if not (args.no_curve or args.workers_only):
             results["curve"] = measure_curve(logs, fake, plan)
     results["elapsed_s"] = time.perf_counter() - started
     results["load_after"] = os.getloadavg()
-    (WORK / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    markdown = report.render(results)
+    name = "results-workers.json" if args.workers_only else "results.json"
+    (WORK / name).write_text(json.dumps(results, indent=1, default=str))
+    markdown = report.render_workers(results) if args.workers_only else report.render(results)
     print()
     print(markdown)
     if args.record:
@@ -242,24 +259,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure_workers(logs: Path, upstream: str, plan: Plan) -> dict[str, Any]:
-    """Throughput at concurrency 32 with --workers 1 and --workers 2, interleaved.
+    """Throughput at concurrency 32 with --workers 1 and --workers 2, interleaved, per backend.
 
-    On PostgreSQL when it is installed (what replicas and workers are for: SQLite lets one
-    writer in at a time, across processes through its busy-wait), else on SQLite files.
+    On SQLite files always, and on PostgreSQL when it is installed (what replicas and workers
+    are for: SQLite lets one writer in at a time, across processes through its busy-wait).
+    Returns ``{backend: {"w1": [runs], "w2": [runs]}}``.
     """
     from tests.servers import PostgresServer, find_postgres_bin
 
-    print("workers: 1 vs 2 at concurrency 32", flush=True)
-    out: dict[str, Any] = {"w1": [], "w2": [], "backend": "sqlite"}
-    with contextlib.ExitStack() as stack:
-        if find_postgres_bin() is not None:
-            pg = stack.enter_context(PostgresServer())
+    sqlite = [f"sqlite+aiosqlite:///{logs}/workers{n}.db" for n in (1, 2)]
+    out = {"sqlite": measure_workers_on("sqlite", sqlite, upstream, logs, plan)}
+    if find_postgres_bin() is not None:
+        with PostgresServer() as pg:
             urls = [pg.create_database("bench_w1"), pg.create_database("bench_w2")]
-            out["backend"] = "postgresql"
-        else:
-            urls = [f"sqlite+aiosqlite:///{logs}/workers{n}.db" for n in (1, 2)]
-        one = Contextgate(logs, upstream, urls[0], workers=1)
-        two = Contextgate(logs, upstream, urls[1], workers=2)
+            out["postgresql"] = measure_workers_on("postgresql", urls, upstream, logs, plan)
+    return out
+
+
+def measure_workers_on(
+    backend: str, urls: list[str], upstream: str, logs: Path, plan: Plan
+) -> dict[str, list[dict[str, Any]]]:
+    print(f"workers: 1 vs 2 at concurrency 32, {backend}", flush=True)
+    out: dict[str, list[dict[str, Any]]] = {"w1": [], "w2": []}
+    one = Contextgate(logs, upstream, urls[0], workers=1)
+    two = Contextgate(logs, upstream, urls[1], workers=2)
+    with contextlib.ExitStack() as stack:
         stack.callback(one.stop)
         stack.callback(two.stop)
         start(one, "contextgate --workers 1")
@@ -270,7 +294,8 @@ def measure_workers(logs: Path, upstream: str, plan: Plan) -> dict[str, Any]:
                 target = Target(key, service.base_url, True, service)
                 result = run_load(target, 32, plan.c32_requests, plan.duration_s)
                 out[key].append(result)
-                print(f"  {key}: {result['throughput_rps']:.1f} req/s", flush=True)
+                print(f"  {key}: {result['throughput_rps']:.1f} req/s, server CPU "
+                      f"{result['server_cpu_ms']:.2f} ms per request", flush=True)  # fmt: skip
     return out
 
 
