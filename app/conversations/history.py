@@ -16,7 +16,7 @@ from app.context.tokens import REPLY_PRIMER
 from app.conversations.messages import (
     ConversationMessage,
     attach_reasoning_steps,
-    to_conversation_message,
+    from_history_row,
 )
 from app.conversations.repository import conversation_repository as repository
 from app.conversations.service import ResolvedConversation
@@ -126,7 +126,7 @@ async def load_history_window(
             min_turn=min_turn,
             first_sequence=region_first,
         )
-        loaded = [to_conversation_message(row) for row in rows]
+        loaded = [from_history_row(row) for row in rows]
 
     window = HistoryWindow(
         region_start=region_start,

@@ -25,15 +25,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversations.messages import HISTORY_COLUMNS
 from app.db.models import Conversation, ConversationSummaryRow, Message
 from app.db.models.base import utcnow
 
 __all__ = ["ConversationRepository", "conversation_repository"]
-
-_CONTEXT_COLUMNS = (
-    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
-    "sequence_number", "turn_number", "token_count", "start_tokens", "status", "content_hash",
-)  # fmt: skip
 
 
 class ConversationRepository:
@@ -282,7 +278,7 @@ def _context_statement(with_recent_turns: bool) -> Select[Any]:
         select(c.id).where(c.conversation_id == bindparam("conversation_id"), condition)
         for condition in wanted
     ]
-    columns = [c[name] for name in _CONTEXT_COLUMNS]
+    columns = [c[name] for name in HISTORY_COLUMNS]
     return (
         select(*columns)
         .where(c.id.in_(union(*ranges).scalar_subquery()))

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from app.conversations.messages import ConversationMessage, ReasoningStep, to_conversation_message
+from app.conversations.messages import (
+    HISTORY_COLUMNS,
+    ConversationMessage,
+    ReasoningStep,
+    from_history_row,
+    to_conversation_message,
+)
 
 ROW = {
     "role": "assistant",
@@ -42,3 +48,10 @@ def test_messages_built_from_rows_are_independent() -> None:
     assert second.content == ROW["content"]
     copy = first.model_copy(update={"turn_number": 9})
     assert (copy.turn_number, first.turn_number) == (9, 3)
+
+
+def test_a_history_row_unpacks_by_position_into_the_same_message() -> None:
+    row = tuple(ROW[name] for name in HISTORY_COLUMNS)
+    assert set(HISTORY_COLUMNS) == set(ROW)
+    assert from_history_row(row) == ConversationMessage(**ROW, stored=True)
+    assert from_history_row(row) == to_conversation_message(SimpleNamespace(**ROW))  # type: ignore[arg-type]
