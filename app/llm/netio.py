@@ -188,6 +188,9 @@ class AsyncioStream(AsyncNetworkStream):
             self._transport.close()
             raise ConnectError(str(exc)) from exc
         assert transport is not None  # start_tls returns None only for a closed transport
+        # Flow control (pause_reading/resume_reading) now goes to the TLS transport, which
+        # feeds the protocol; the raw one is the TLS layer's own business.
+        self._protocol.transport = transport  # type: ignore[assignment]
         return AsyncioStream(transport, self._protocol)  # type: ignore[arg-type]
 
     def get_extra_info(self, info: str) -> Any:

@@ -195,6 +195,25 @@ async def test_https_through_start_tls() -> None:
     assert len(accepted) == 1
 
 
+async def test_a_large_body_over_tls_crosses_the_flow_control_marks() -> None:
+    server_context, client_context = tls_contexts("localhost")
+    payload = bytes(range(256)) * 12_000  # 3 MiB each way
+
+    async def slow_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(0.1)
+        body = await read_request(reader)
+        writer.write(response(body))
+        await writer.drain()
+
+    https = client(verify=client_context)
+    async with serve(slow_echo, server_context) as (port, _), https as http:
+        url = f"https://localhost:{port}/"
+        async with http.stream("POST", url, content=payload) as answer:
+            await asyncio.sleep(0.1)  # let the server fill the client's buffer
+            received = b"".join([chunk async for chunk in answer.aiter_raw()])
+    assert received == payload
+
+
 async def test_a_certificate_for_another_host_is_a_connect_error() -> None:
     server_context, client_context = tls_contexts("example.org")
     async with serve(echo, server_context) as (port, _), client(verify=client_context) as http:
