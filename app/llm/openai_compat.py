@@ -1,11 +1,11 @@
-"""The direct path to OpenAI-compatible servers: one pooled HTTP client, no SDK in between.
+"""The direct path to OpenAI-compatible servers: one connection pool, no SDK in between.
 
 A deployment that is ``openai/<model>`` with its own ``api_base`` (vLLM, Ollama, llama.cpp, a
 gateway, ``CONTEXTGATE_UPSTREAM_BASE_URL``) already speaks the wire format contextgate speaks;
 litellm's translation for it is the identity. Sending such calls through
 ``litellm.acompletion`` costs 6–7 ms of CPU per call (its wrappers, the OpenAI SDK's request and
 response models) and ~160 MiB of imports; this module sends the same JSON body over one shared
-``httpx.AsyncClient`` instead (bench/README.md has the figures). Every other provider, and any
+httpx connection pool instead (bench/README.md has the figures). Every other provider, and any
 deployment with parameters this path does not know, still goes through litellm;
 ``CONTEXTGATE_UPSTREAM_TRANSPORT=litellm`` sends everything through litellm.
 
@@ -102,7 +102,7 @@ class OpenAICompatTransport:
         # Proxies from the environment are the SDK's default too: with any set, requests go
         # through an httpx client that routes them (NO_PROXY included; it routes only with
         # its own transports). Without, straight to the pool: the client's layers (cookie
-        # jar, redirects, auth, event hooks) cost ~3 % of the server's CPU per request.
+        # jar, redirects, auth, event hooks) cost ~4 % of the server's CPU per request.
         # Requests are built here, never by a client, so no cookie a client kept from one
         # tenant's call goes out with another's.
         self._client: httpx.AsyncClient | None = None
