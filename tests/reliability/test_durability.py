@@ -141,3 +141,42 @@ async def test_foreign_keys_on(sqlite_url: str, pragma: str) -> None:
             assert (await session.execute(text(f"PRAGMA {pragma}"))).scalar_one() == 1
     finally:
         await database.dispose()
+
+
+@pytest.mark.parametrize("failure", ["cancelled", "error"])
+async def test_a_read_or_write_that_ends_badly_gives_its_connection_back(
+    sqlite_url: str, failure: str
+) -> None:
+    """Sessions on SQLite close inline (no shielded task): a transaction cancelled or failed
+    halfway still returns its connection to the pool, and the next one works."""
+    database = create_database(sqlite_url)
+    pool = database.engine.sync_engine.pool
+    inside = asyncio.Event()
+
+    async def hold(writing: bool) -> None:
+        transaction = database.writing() if writing else database.reading()
+        async with transaction as session:
+            await session.execute(text("SELECT 1"))
+            inside.set()
+            if failure == "error":
+                raise RuntimeError("boom")
+            await asyncio.sleep(10)
+
+    try:
+        for writing in (False, True):
+            inside.clear()
+            task = asyncio.create_task(hold(writing))
+            await inside.wait()
+            if failure == "cancelled":
+                assert pool.checkedout() == 1  # type: ignore[attr-defined]
+                task.cancel()
+            with pytest.raises((asyncio.CancelledError, RuntimeError)):
+                await task
+            assert pool.checkedout() == 0  # type: ignore[attr-defined]
+            assert not database.write_lock.locked()
+        async with database.writing() as session:
+            session.add(_log(1))
+        async with database.reading() as session:
+            assert (await session.execute(select(func.count(RequestLog.id)))).scalar_one() == 1
+    finally:
+        await database.dispose()
