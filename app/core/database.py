@@ -41,7 +41,7 @@ class Database:
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
         """A read transaction; under WAL it never waits for writers."""
-        async with self._session() as session:
+        async with self.sessionmaker() as session:
             yield session
 
     @asynccontextmanager
@@ -60,24 +60,8 @@ class Database:
             yield session
 
     @asynccontextmanager
-    async def _session(self) -> AsyncIterator[AsyncSession]:
-        """``async with sessionmaker()``, minus, on SQLite, the task that ``AsyncSession``
-        closes itself in (shielded from cancellation): there closing runs inline and never
-        suspends, so nothing can cancel it halfway, and the task and its two turns of the
-        event loop were pure cost, twice per chat request."""
-        if not self.is_sqlite:
-            async with self.sessionmaker() as session:
-                yield session
-            return
-        session = self.sessionmaker()
-        try:
-            yield session
-        finally:
-            await session.close()
-
-    @asynccontextmanager
     async def _transaction(self, *, immediate: bool = False) -> AsyncIterator[AsyncSession]:
-        async with self._session() as session:
+        async with self.sessionmaker() as session:
             if immediate:
                 await session.connection(execution_options={_BEGIN_MODE: "IMMEDIATE"})
             try:

@@ -147,8 +147,8 @@ async def test_foreign_keys_on(sqlite_url: str, pragma: str) -> None:
 async def test_a_read_or_write_that_ends_badly_gives_its_connection_back(
     sqlite_url: str, failure: str
 ) -> None:
-    """Sessions on SQLite close inline (no shielded task): a transaction cancelled or failed
-    halfway still returns its connection to the pool, and the next one works."""
+    """A transaction cancelled or failed halfway returns its connection to the pool and
+    releases the write lock, and the next one works."""
     database = create_database(sqlite_url)
     pool = database.engine.sync_engine.pool
     inside = asyncio.Event()
