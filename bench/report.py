@@ -165,8 +165,9 @@ def render(results: dict[str, Any]) -> str:
     lines.append("")
     cpu = _median(cg_runs["c32"], "client_cpu_s") / max(_median(cg_runs["c32"], "elapsed_s"), 1e-9)
     lines.append(
-        f"Load generator (aiohttp, its own process) used {cpu:.0%} of a core during contextgate's "
-        "concurrency-32 run: on 2 cores it competes with the server, for every target alike."
+        f"Load generator (asyncio + httptools, its own process) used {cpu:.0%} of a core during "
+        "contextgate's concurrency-32 run: on 2 cores it competes with the server, for every "
+        "target alike."
     )
     if curve:
         lines.append("")

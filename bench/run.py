@@ -6,10 +6,11 @@ Sets up everything itself on loopback: the fake upstream (tests/fake_upstream), 
 package registry in a throwaway venv (bench/.work/litellm-venv; no database, no master key,
 one worker) and, for the scale-out figure, contextgate with ``--workers 1`` and ``--workers 2``
 on SQLite and, when installed, PostgreSQL (``--workers-only``: just that figure). Load comes
-from ``python -m bench.load`` (aiohttp, its own process). Every scenario runs against every
-target side by side, in ``--rounds`` interleaved rounds (median of rounds), so machine noise
-hits all alike. Prints one table of the goals as ratios, issue 2's figures, the history-length
-curve (PNG: bench/history_curve.png); ``--record`` writes them into bench/README.md.
+from ``python -m bench.load`` (asyncio + httptools, its own process). Every scenario runs
+against every target side by side, in ``--rounds`` interleaved rounds (median of rounds), so
+machine noise hits all alike. Prints one table of the goals as ratios, issue 2's figures, the
+history-length curve (PNG: bench/history_curve.png); ``--record`` writes them into
+bench/README.md.
 """
 
 from __future__ import annotations
