@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import app  # noqa: F401  (offline defaults before litellm is imported)
+from bench.inprocess import inprocess_app, turn
 
 FILLER = (
     "The quick brown fox jumps over the lazy dog while the committee reviews the quarterly "
@@ -116,20 +117,12 @@ def _steady(counts: list[int]) -> bool:
     return len(counts) >= 3 and counts[-1] == counts[-2] == counts[-3]
 
 
-def _body(conversation_id: str, text: str) -> dict[str, Any]:
-    return {
-        "model": "bench-model",
-        "conversation_id": conversation_id,
-        "messages": [{"role": "user", "content": text}],
-    }
-
-
 async def _turn(
     client: Any, state: Any, conversation_id: str, body: dict[str, Any] | str
 ) -> tuple[int, float]:
     """One request through the app (its background work drained): (statements, ms)."""
     if isinstance(body, str):
-        body = _body(conversation_id, body)
+        body = turn(body, conversation_id)
     counter = StatementCounter(state.database.engine)
     started = time.perf_counter()
     response = await client.post("/chat/completions", json=body)
@@ -157,7 +150,6 @@ async def measure(
     from app.chat.pipeline import new_request_id, prepare
     from app.keys.auth import Caller
     from app.protocol.chat import ChatCompletionRequest
-    from bench.inprocess import inprocess_app
 
     # The summarizer answers (scripted), so that long conversations are compacted once and
     # then measured in their steady state, as they would be in service.
@@ -178,7 +170,7 @@ async def measure(
                 history.append(count)
                 warm += 1
             for index in range(repeats):
-                body = _body(conversation_id, f"next question {index}")
+                body = turn(f"next question {index}", conversation_id)
                 request = ChatCompletionRequest.model_validate(body)
                 context = ChatContext(request, caller, new_request_id(), time.perf_counter())
                 started = time.perf_counter()

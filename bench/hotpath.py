@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from bench.inprocess import inprocess_app  # also: offline defaults before litellm
+from bench.inprocess import inprocess_app, turn  # also: offline defaults before litellm
 
 
 async def _turns(client: object, requests: int, stream: bool) -> tuple[float, float, float]:
@@ -29,12 +29,7 @@ async def _turns(client: object, requests: int, stream: bool) -> tuple[float, fl
     for index in range(requests):
         if index % 25 == 0:
             conversation_id = None
-        body = {
-            "model": "bench-model",
-            "conversation_id": conversation_id,
-            "stream": stream,
-            "messages": [{"role": "user", "content": f"hello turn {index}"}],
-        }
+        body = turn(f"hello turn {index}", conversation_id, stream=stream)
         sent = time.perf_counter()
         async with client.stream("POST", "/chat/completions", json=body) as response:  # type: ignore[attr-defined]
             response.raise_for_status()

@@ -12,6 +12,18 @@ import httpx
 import app  # noqa: F401  (offline defaults before litellm is imported)
 
 
+def turn(text: str, conversation_id: str | None = None, *, stream: bool = False) -> dict[str, Any]:
+    """The body of one small benchmark turn: a user message, continuing ``conversation_id``."""
+    body: dict[str, Any] = {
+        "model": "bench-model",
+        "conversation_id": conversation_id,
+        "messages": [{"role": "user", "content": text}],
+    }
+    if stream:
+        body["stream"] = True
+    return body
+
+
 @asynccontextmanager
 async def inprocess_app(
     upstream_base_url: str, database_url: str, **settings: Any

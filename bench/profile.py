@@ -14,9 +14,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from bench.inprocess import inprocess_app  # also: offline defaults before litellm
+from bench.inprocess import inprocess_app, turn  # also: offline defaults before litellm
 
 args_show_all = False
 
@@ -25,31 +24,18 @@ async def drive(base_url: str, db_url: str, requests: int, stream: bool, html: s
     from pyinstrument import Profiler
 
     async with inprocess_app(base_url, db_url) as (_, client):
-        body: dict[str, Any] = {
-            "model": "bench-model",
-            "messages": [{"role": "user", "content": "hi"}],
-        }
-        first = (await client.post("/chat/completions", json=body)).json()
+        first = (await client.post("/chat/completions", json=turn("hi"))).json()
         conversation_id = first["conversation_id"]
         for index in range(20):  # warm-up
-            body = {
-                "model": "bench-model",
-                "conversation_id": conversation_id,
-                "messages": [{"role": "user", "content": f"warm {index}"}],
-            }
-            (await client.post("/chat/completions", json=body)).raise_for_status()
+            warm = turn(f"warm {index}", conversation_id)
+            (await client.post("/chat/completions", json=warm)).raise_for_status()
         profiler = Profiler(async_mode="enabled", interval=0.0005)
         started = time.perf_counter()
         profiler.start()
         for index in range(requests):
             if index % 25 == 0:  # small conversations, as in bench.run
                 conversation_id = None
-            body = {
-                "model": "bench-model",
-                "conversation_id": conversation_id,
-                "stream": stream,
-                "messages": [{"role": "user", "content": f"hello turn {index}"}],
-            }
+            body = turn(f"hello turn {index}", conversation_id, stream=stream)
             response = await client.post("/chat/completions", json=body)
             response.raise_for_status()
             conversation_id = response.headers["x-conversation-id"]
