@@ -61,7 +61,10 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
         messages_included=len(sent),
         messages_excluded=fit.excluded_count,
         breakdown=ContextBreakdown(
-            system=system_tokens, history=fit.tokens, current=current_tokens
+            system=system_tokens,
+            history=fit.tokens,
+            current=current_tokens,
+            overhead=REPLY_PRIMER,
         ),
     )
     return AssembledContext([m.to_openai() for m in sent], utilization)

@@ -17,11 +17,20 @@ __all__ = [
 
 
 class ContextBreakdown(BaseModel):
+    """Tokens by part; the parts add up to ``tokens_used``."""
+
     system: int = 0
     history: int = 0
     artifacts: int = 0
     memory: int = 0
     current: int = 0
+    # The per-request overhead of the chat format (the reply primer), in no message.
+    overhead: int = 0
+
+    def total(self) -> int:
+        return (
+            self.system + self.history + self.artifacts + self.memory + self.current + self.overhead
+        )
 
 
 class ArtifactOutcome(BaseModel):

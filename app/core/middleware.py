@@ -56,4 +56,9 @@ def _route_template(scope: Scope) -> str:
     path = getattr(route, "path", None)
     if isinstance(path, str):
         return path
+    # A mounted app (the inspector's static files): Starlette leaves no route in the scope,
+    # only the mount's prefix as root_path (and app_root_path, which marks a mount).
+    mount = scope.get("root_path")
+    if "app_root_path" in scope and isinstance(mount, str) and mount:
+        return f"{mount}/{{path}}"
     return "unmatched"

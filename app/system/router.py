@@ -18,7 +18,7 @@ router = APIRouter(tags=["system"])
 StateDep = Annotated[AppState, Depends(get_state)]
 
 
-@router.get("/health")
+@router.api_route("/health", methods=["GET", "HEAD"])
 async def health() -> dict[str, str]:
     return {"status": "ok"}
 
