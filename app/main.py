@@ -6,6 +6,7 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -22,14 +23,23 @@ from app.core.middleware import RequestContextMiddleware
 from app.core.settings import Settings, load_settings
 from app.core.state import AppState
 from app.keys.router import router as keys_router
-from app.keys.wiring import install_keys
+from app.keys.wiring import (
+    build_auth_throttle,
+    build_key_limits,
+    build_key_service,
+    install_secrets,
+)
 from app.llm.client import LLMClient, RetryPolicy
 from app.llm.routing import ModelRouter, load_model_list
 from app.memories.router import router as memories_router
+from app.memories.runtime import MemoryRuntime
 from app.system.router import router as system_router
 from app.ui.router import install_ui
 
-__all__ = ["build_state", "create_app"]
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["build_state", "close_state", "create_app"]
 
 
 def build_router(settings: Settings) -> ModelRouter:
@@ -62,13 +72,42 @@ def build_state(settings: Settings) -> AppState:
             max_backoff_s=settings.retry_max_backoff_s,
         ),
     )
+    redis = build_redis(settings)
+    keys = build_key_service(settings, database)
     return AppState(
         settings=settings,
         database=database,
         llm=llm,
         tokens=TokenCounter(),
+        limits=build_key_limits(settings, database, redis),
+        auth_throttle=build_auth_throttle(settings, redis),
+        memory=MemoryRuntime(settings, database, redis),
+        keys=keys,
+        redis=redis,
+        key_resolver=keys.resolve if keys is not None else None,
         summary_cache=build_summary_cache(settings),
     )
+
+
+def build_redis(settings: Settings) -> Redis | None:
+    """The Redis client the limits and the memory locks share (the summary cache keeps its
+    own: its backend also runs without one)."""
+    if not settings.redis_url:
+        return None
+    import redis.asyncio as aioredis
+
+    client: Redis = aioredis.from_url(settings.redis_url)
+    return client
+
+
+async def close_state(state: AppState) -> None:
+    await _drain_background(state)
+    if state.summary_cache is not None:
+        await state.summary_cache.close()
+    if state.redis is not None:
+        await state.redis.aclose()
+    await state.llm.aclose()
+    await state.database.dispose()
 
 
 async def _drain_background(state: AppState, grace_s: float = 5.0) -> None:
@@ -102,22 +141,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        install_secrets(settings)
         state = build_state(settings)
         app.state.contextgate = state
-        close_keys = install_keys(app, state)
         state.llm.warm_up(embeddings=settings.embedding_model is not None)
         _freeze_startup_objects()
         try:
             yield
         finally:
-            await _drain_background(state)
-            await close_keys()
-            if state.summary_cache is not None:
-                await state.summary_cache.close()
-            if state.memory is not None:
-                await state.memory.aclose()
-            await state.llm.aclose()
-            await state.database.dispose()
+            await close_state(state)
 
     app = FastAPI(
         title="contextgate",

@@ -30,7 +30,6 @@ from app.core.settings import Settings
 from app.db.models import Memory
 from app.main import build_state, create_app
 from app.memories.retrieval import retrieve
-from app.memories.runtime import runtime_of
 from tests.fake_upstream import FakeUpstream
 
 BENCH = Path(__file__).resolve().parent
@@ -125,7 +124,6 @@ def summarizer_cost(calls: int) -> float:
 async def retrieval_latency(url: str, count: int, queries: int) -> dict[str, float]:
     settings = Settings(database_url=url, _env_file=None)
     state = build_state(settings)
-    runtime_of(state)
     rng = random.Random(11)
     now = datetime.now(UTC)
     async with state.database.writing() as session:

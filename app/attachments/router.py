@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
@@ -17,12 +15,10 @@ from app.attachments.schemas import (
     AttachmentInfo,
 )
 from app.attachments.service import attachment_service
+from app.core.deps import CallerDep, StateDep
 from app.core.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
-from app.core.state import AppState, get_state
-from app.keys.auth import CallerDep
 
 router = APIRouter(prefix="/v1/attachments", tags=["attachments"])
-StateDep = Annotated[AppState, Depends(get_state)]
 
 
 def _too_large(limit: int) -> PayloadTooLarge:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.chat.guard import guarded
@@ -13,15 +13,13 @@ from app.chat.models import ChatContext
 from app.chat.pipeline import new_request_id
 from app.chat.service import complete_chat
 from app.chat.streaming import open_stream
+from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits
-from app.core.state import AppState, get_state
-from app.keys.auth import CallerDep
+from app.core.state import AppState
 from app.protocol.chat import ChatCompletionRequest
 
 router = APIRouter(tags=["chat"])
-
-StateDep = Annotated[AppState, Depends(get_state)]
 
 
 @router.post("/v1/chat/completions", response_model=None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from app.conversations.repository import conversation_repository
 from app.conversations.schemas import (
@@ -15,13 +15,11 @@ from app.conversations.schemas import (
     StoredMessage,
 )
 from app.conversations.service import conversation_service
-from app.core.state import AppState, get_state
-from app.keys.auth import CallerDep
+from app.core.deps import CallerDep, StateDep
 from app.memories.repository import memory_repository
 from app.memories.schemas import SummaryOut
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
-StateDep = Annotated[AppState, Depends(get_state)]
 
 
 @router.get("", response_model=ConversationList)

@@ -43,6 +43,11 @@ class Settings(BaseSettings):
 
     # --- auth ----------------------------------------------------------------------------
     master_key: SecretStr | None = None
+    # Failed-auth throttling per client address (/v1 and /ui/login); 0 turns it off.
+    auth_max_failures: int = Field(20, ge=0)
+    auth_failure_window_s: float = Field(60.0, gt=0)
+    # How long an inspector (/ui) session cookie lasts.
+    ui_session_ttl_s: int = Field(8 * 3600, ge=60)
 
     # --- upstream calls ------------------------------------------------------------------
     request_timeout_s: float = Field(600.0, gt=0)
@@ -65,6 +70,10 @@ class Settings(BaseSettings):
     max_tools: int = Field(256, ge=0)
     # Budgeted keys: how long a request may wait for in-flight requests to release budget.
     budget_wait_s: float = Field(30.0, ge=0)
+    # Per-tenant storage quotas (0: unlimited): bytes of stored attachments (413 past it) and
+    # active long-term memories (429 past it; extraction stops storing, the turn goes on).
+    tenant_max_attachment_bytes: int = Field(1024 * 1024 * 1024, ge=0)
+    tenant_max_memories: int = Field(100_000, ge=0)
 
     # --- context budget ------------------------------------------------------------------
     default_context_window: int = Field(8192, ge=256)

@@ -1,4 +1,6 @@
-"""The application's long-lived parts, built once in the lifespan and read by dependencies."""
+"""The application's long-lived parts, built once at start-up (``app.main.build_state``) and
+read by dependencies (``app.core.deps``). Nothing long-lived is read from ``app.state`` by
+``getattr`` or built lazily on first use."""
 
 from __future__ import annotations
 
@@ -14,9 +16,14 @@ from app.core.settings import Settings
 if TYPE_CHECKING:
     # Type-only: the CLI's database commands import this module and should not pay for
     # importing litellm (seconds of CPU) to open a database.
+    from redis.asyncio import Redis
+
     from app.cache.summary import SummaryCache
     from app.context.tokens import TokenCounter
     from app.keys.auth import Caller
+    from app.keys.limits import KeyLimits
+    from app.keys.service import KeyService
+    from app.keys.throttle import AuthThrottle
     from app.llm.client import LLMClient
     from app.memories.runtime import MemoryRuntime
 
@@ -29,13 +36,21 @@ class AppState:
     database: Database
     llm: LLMClient
     tokens: TokenCounter
-    # Resolves a presented virtual key to its caller (installed by the keys domain).
+    # Per-key limits: requests per minute (every authenticated endpoint) and budget (turns).
+    limits: KeyLimits
+    # Failed-auth throttling per client address (/v1 and /ui/login).
+    auth_throttle: AuthThrottle
+    # Compaction locks and retrieval caches of the memory domain.
+    memory: MemoryRuntime
+    # Virtual keys: issue, list, revoke, resolve (None without CONTEXTGATE_MASTER_KEY).
+    keys: KeyService | None = None
+    # One Redis client shared by the limits and the memory locks (None: no CONTEXTGATE_REDIS_URL).
+    redis: Redis | None = None
+    # Resolves a presented virtual key to its caller (``keys.resolve``; tests may swap it).
     key_resolver: Callable[[str], Awaitable[Caller | None]] | None = None
     # Fire-and-forget work (memory extraction, …) kept referenced until it finishes.
     background: set[Any] = field(default_factory=set)
-    # Compaction locks and retrieval caches of the memory domain (built in build_state).
-    memory: MemoryRuntime | None = None
-    # Summaries of artifacts, in-process or Redis (built in the lifespan; None: no caching).
+    # Summaries of artifacts, in-process or Redis (None: no caching).
     summary_cache: SummaryCache | None = None
 
 

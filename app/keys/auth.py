@@ -16,7 +16,7 @@ from fastapi import Depends, Request
 from app.core.errors import Unauthorized
 from app.core.state import AppState, get_state
 
-__all__ = ["Caller", "CallerDep", "DEFAULT_TENANT", "get_caller"]
+__all__ = ["Caller", "DEFAULT_TENANT", "authenticate", "client_address", "get_caller"]
 
 DEFAULT_TENANT = "default"
 
@@ -38,7 +38,12 @@ def _bearer(request: Request) -> str | None:
     return request.headers.get("x-api-key") or header or None
 
 
-async def get_caller(request: Request, state: Annotated[AppState, Depends(get_state)]) -> Caller:
+def client_address(request: Request) -> str | None:
+    return request.client.host if request.client is not None else None
+
+
+async def authenticate(request: Request, state: AppState) -> Caller:
+    """The caller the request's key stands for; 401 when there is none or it is wrong."""
     master = state.settings.master_key
     if master is None:
         return Caller(DEFAULT_TENANT, is_admin=True)
@@ -56,4 +61,15 @@ async def get_caller(request: Request, state: Annotated[AppState, Depends(get_st
     raise Unauthorized("Incorrect API key provided.")
 
 
-CallerDep = Annotated[Caller, Depends(get_caller)]
+async def get_caller(request: Request, state: Annotated[AppState, Depends(get_state)]) -> Caller:
+    """Every authenticated endpoint's dependency (``app.core.deps.CallerDep``): failed-auth
+    throttling per client address, the key, then the key's requests-per-minute limit."""
+    address = client_address(request)
+    state.auth_throttle.check(address)
+    try:
+        caller = await authenticate(request, state)
+    except Unauthorized:
+        await state.auth_throttle.failed(address)
+        raise
+    await state.limits.check_rpm(caller)
+    return caller

@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter
 
-from fastapi import APIRouter, Depends, Request
-
-from app.core.errors import BadRequest
-from app.keys.auth import CallerDep
+from app.core.deps import CallerDep, KeyServiceDep
 from app.keys.schemas import KeyCreate, KeyCreated, KeyDeleted, KeyList
-from app.keys.service import KeyService, require_admin
+from app.keys.service import require_admin
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])
-
-
-async def get_key_service(request: Request) -> KeyService:
-    service: KeyService | None = getattr(request.app.state, "key_service", None)
-    if service is None:
-        raise BadRequest(
-            "Virtual keys need CONTEXTGATE_MASTER_KEY to be set.", code="master_key_required"
-        )
-    return service
-
-
-KeyServiceDep = Annotated[KeyService, Depends(get_key_service)]
 
 
 @router.post("", response_model=KeyCreated, status_code=201)

@@ -1,53 +1,62 @@
-"""Install the keys domain into a running app: the key resolver, the key service, the limits."""
+"""Build the keys domain's long-lived parts for AppState: the key service, the limits and the
+failed-auth throttle; and register the secrets the logs must never show."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Request
 
+from app.core.database import Database
 from app.core.logging import install_redaction, register_secret
+from app.core.settings import Settings
 from app.core.state import AppState
 from app.keys.auth import Caller
 from app.keys.limits import KeyLimits
 from app.keys.repository import key_repository
 from app.keys.service import KeyService
+from app.keys.throttle import AuthThrottle
 
-__all__ = ["get_key_limits", "install_keys"]
+__all__ = [
+    "build_auth_throttle",
+    "build_key_limits",
+    "build_key_service",
+    "get_key_limits",
+    "install_secrets",
+]
 
 
-def install_keys(app: FastAPI, state: AppState) -> Callable[[], Awaitable[None]]:
-    """Wire keys into ``state``/``app.state``; returns the closer to call at shutdown."""
-    settings = state.settings
+def install_secrets(settings: Settings) -> None:
     install_redaction()
     for secret in (settings.master_key, settings.upstream_api_key):
         if secret is not None:
             register_secret(secret.get_secret_value())
-    if settings.master_key is not None:
-        service = KeyService(state.database, settings.master_key.get_secret_value())
-        app.state.key_service = service
-        state.key_resolver = service.resolve
 
+
+def build_key_service(settings: Settings, database: Database) -> KeyService | None:
+    if settings.master_key is None:
+        return None
+    return KeyService(database, settings.master_key.get_secret_value())
+
+
+def build_key_limits(settings: Settings, database: Database, redis: Any | None) -> KeyLimits:
     async def spend(caller: Caller) -> tuple[float, float]:
         assert caller.key_id is not None
-        async with state.database.reading() as session:
+        async with database.reading() as session:
             return await key_repository.spend(session, caller.tenant_id, caller.key_id)
 
-    redis: Any = None
-    if settings.redis_url:
-        import redis.asyncio as aioredis
-
-        redis = aioredis.from_url(settings.redis_url)
-    app.state.key_limits = KeyLimits(spend, redis=redis, budget_wait_s=settings.budget_wait_s)
-
-    async def close() -> None:
-        if redis is not None:
-            await redis.aclose()
-
-    return close
+    return KeyLimits(spend, redis=redis, budget_wait_s=settings.budget_wait_s)
 
 
-def get_key_limits(request: Request) -> KeyLimits | None:
-    limits: KeyLimits | None = getattr(request.app.state, "key_limits", None)
-    return limits
+def build_auth_throttle(settings: Settings, redis: Any | None) -> AuthThrottle:
+    return AuthThrottle(
+        settings.auth_max_failures if settings.master_key is not None else 0,
+        settings.auth_failure_window_s,
+        redis=redis,
+    )
+
+
+def get_key_limits(request: Request) -> KeyLimits:
+    """Transitional, for app/chat/guard.py until it reads ``state.limits`` (the turns move)."""
+    state: AppState = request.app.state.contextgate
+    return state.limits

@@ -18,7 +18,6 @@ from app.core.state import AppState
 from app.llm.responses import Usage
 from app.memories.compaction import CompactionReport, Compactor
 from app.memories.extraction import extraction_due, run_extraction
-from app.memories.runtime import runtime_of
 
 __all__ = ["compaction_ratio", "schedule_memory_work"]
 
@@ -93,7 +92,7 @@ async def _compact_in_background(
         bundle_cap=int(budget * state.settings.summary_budget_share),
     )
     try:
-        async with runtime_of(state).locks.hold(conversation_id, timeout_s=None) as held:
+        async with state.memory.locks.hold(conversation_id, timeout_s=None) as held:
             if not held:
                 return  # another request is compacting this conversation right now
             report = CompactionReport(trigger="after_response")

@@ -32,7 +32,6 @@ from app.memories.compaction import CompactionReport, Compactor, summary_views
 from app.memories.injection import inject, insert_bundle, render_context
 from app.memories.repository import memory_repository
 from app.memories.retrieval import Retrieved, retrieve
-from app.memories.runtime import runtime_of
 
 __all__ = ["MemoryContext", "prepare_memory", "schedule_memory_work"]
 
@@ -209,7 +208,7 @@ async def _compact_now(
         bundle_cap=cap,
     )
     current_stored = not any(m.role == "user" for m in new)
-    locks = runtime_of(state).locks
+    locks = state.memory.locks
     async with locks.hold(
         resolved.conversation_id, timeout_s=settings.compaction_lock_timeout_s
     ) as held:

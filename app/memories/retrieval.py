@@ -213,13 +213,12 @@ async def user_index(
     model = state.settings.embedding_model
     signature = (*await memory_repository.memory_signature(session, tenant_id, user), model)
     key = (tenant_id, user)
-    cached = runtime.cached_index(key, signature) if runtime is not None else None
+    cached = runtime.cached_index(key, signature)
     if isinstance(cached, UserIndex):
         return cached
     rows = await memory_repository.memory_rows(session, tenant_id, user)
     index = UserIndex.build([_candidate(row, model) for row in rows], model)
-    if runtime is not None:
-        runtime.store_index(key, signature, index)
+    runtime.store_index(key, signature, index)
     return index
 
 

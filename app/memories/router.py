@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from app.core.state import AppState, get_state
+from app.core.deps import CallerDep, StateDep
 from app.db.models import Memory
-from app.keys.auth import CallerDep
 from app.memories.embeddings import EmbeddingFailed, embed
 from app.memories.schemas import MemoryCreate, MemoryDeleted, MemoryList, MemoryOut, UserForgotten
 from app.memories.service import NewMemory, memory_service
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
-StateDep = Annotated[AppState, Depends(get_state)]
 UserQuery = Annotated[str, Query(min_length=1, max_length=200)]
 
 

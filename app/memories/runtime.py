@@ -9,20 +9,16 @@ from app.core.database import Database
 from app.core.settings import Settings
 from app.memories.locks import ConversationLocks
 
-__all__ = ["MemoryRuntime", "runtime_of"]
+__all__ = ["MemoryRuntime"]
 
 _INDEX_CACHE_SIZE = 64
 
 
 class MemoryRuntime:
-    def __init__(self, settings: Settings, database: Database) -> None:
-        self._redis: Any | None = None
-        if settings.redis_url:
-            import redis.asyncio as redis_asyncio
-
-            self._redis = redis_asyncio.Redis.from_url(settings.redis_url)
+    def __init__(self, settings: Settings, database: Database, redis: Any | None = None) -> None:
+        # ``redis``: the state's shared client (its owner closes it).
         self.locks = ConversationLocks(
-            redis=self._redis,
+            redis=redis,
             engine=database.engine,
             use_advisory=settings.database_url.startswith("postgresql"),
         )
@@ -41,15 +37,3 @@ class MemoryRuntime:
         self._indexes.move_to_end(key)
         while len(self._indexes) > _INDEX_CACHE_SIZE:
             self._indexes.popitem(last=False)
-
-    async def aclose(self) -> None:
-        if self._redis is not None:
-            await self._redis.aclose()
-
-
-def runtime_of(state: Any) -> MemoryRuntime:
-    """The state's memory runtime, built on first use (the lifespan closes it)."""
-    if state.memory is None:
-        state.memory = MemoryRuntime(state.settings, state.database)
-    runtime: MemoryRuntime = state.memory
-    return runtime

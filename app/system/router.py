@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Any
 
 import httpx
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 
 from app.core import metrics
+from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
-from app.core.state import AppState, get_state
-from app.keys.auth import CallerDep
+from app.core.state import AppState
 
 router = APIRouter(tags=["system"])
-StateDep = Annotated[AppState, Depends(get_state)]
 
 
 @router.api_route("/health", methods=["GET", "HEAD"])

@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
+from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from app.core.deps import StateDep
 from app.core.errors import NotFound
-from app.core.state import AppState, get_state
+from app.core.state import AppState
 from app.inspect.service import InspectService
 from app.inspect.views import PARTS
 from app.ui.auth import COOKIE, cookie_token, is_authorized, key_matches
@@ -37,7 +38,6 @@ CSP = (
 TIMELINE_MESSAGES = 400
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
-StateDep = Annotated[AppState, Depends(get_state)]
 
 
 def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
