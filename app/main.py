@@ -20,6 +20,7 @@ from app.core.database import create_database
 from app.core.errors import install_error_handlers
 from app.core.limits import BodySizeLimitMiddleware
 from app.core.middleware import RequestContextMiddleware
+from app.core.redact import configure_redaction
 from app.core.settings import Settings, load_settings
 from app.core.state import AppState
 from app.keys.router import router as keys_router
@@ -55,13 +56,22 @@ def build_router(settings: Settings) -> ModelRouter:
 
 
 def build_state(settings: Settings) -> AppState:
+    router = build_router(settings)
+    configure_redaction(
+        *(
+            secret.get_secret_value()
+            for secret in (settings.master_key, settings.upstream_api_key)
+            if secret
+        ),
+        params=[deployment.params for deployment in router.deployments()],
+    )
     database = create_database(
         settings.database_url,
         pool_size=settings.db_pool_size,
         busy_timeout_ms=settings.sqlite_busy_timeout_ms,
     )
     llm = LLMClient(
-        build_router(settings),
+        router,
         timeout_s=settings.request_timeout_s,
         connect_timeout_s=settings.connect_timeout_s,
         first_token_timeout_s=settings.first_token_timeout_s,

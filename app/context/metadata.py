@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
+
+from app.core.redact import redactor
 
 __all__ = [
     "ArtifactOutcome",
@@ -70,6 +72,11 @@ class ContextUtilization(BaseModel):
     memories_injected: list[dict[str, Any]] = Field(default_factory=list)
     # Why something fell back (planner failed, cache unreachable, …); empty when all went well.
     notes: list[str] = Field(default_factory=list)
+
+    @field_serializer("notes", "compaction")
+    def _redacted(self, value: Any) -> Any:
+        # Notes quote failures (planner, summarizer, embeddings): never a secret in them.
+        return redactor.value(value)
 
 
 class CostInfo(BaseModel):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import traceback
 from contextvars import ContextVar
@@ -11,6 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+
+from app.core.redact import MASK, redact, redactor
 
 __all__ = [
     "configure_logging",
@@ -65,28 +66,7 @@ def configure_logging(level: str = "INFO") -> None:
 # Every record is redacted when it is created (a LogRecord factory), so the rule holds for every
 # logger and handler: ours, uvicorn's, litellm's, pytest's capture.
 
-_SECRET_PATTERNS = [
-    # OpenAI-style and contextgate keys, Anthropic, Google, AWS access keys, GitHub tokens.
-    re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    # Authorization headers and bearer tokens, in any rendering.
-    re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?:bearer\s+|basic\s+)?[^\s'\",}]+"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]+=*"),
-    # Credentials in URLs: ?key=…, &api_key=…, ?token=…, and user:password@host.
-    re.compile(
-        r"(?i)([?&](?:api[_-]?key|key|token|access_token|secret|password|sig|signature)=)[^&\s'\"]+"
-    ),
-    re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@]+:)[^@\s/]+(@)"),
-    # "api_key": "…" in dict/JSON renderings.
-    re.compile(
-        r"(?i)(['\"]?(?:api_key|x-api-key|master_key|upstream_api_key|password|secret)"
-        r"['\"]?\s*[:=]\s*['\"]?)[^'\"\s,}]+"
-    ),
-]
-_KNOWN: set[str] = set()
-_MASK = "[redacted]"
+_MASK = MASK
 # Record attributes that would carry message or attachment text: kept at DEBUG only.
 _CONTENT_FIELDS = frozenset(
     {"content", "messages", "message_text", "prompt", "completion", "text", "body", "attachment"}
@@ -96,26 +76,7 @@ _factory_installed = False
 
 def register_secret(*values: str | None) -> None:
     """Exact strings (the master key, provider keys) never to appear in a log."""
-    for value in values:
-        if value and len(value) >= 6:
-            _KNOWN.add(value)
-
-
-def _mask(match: re.Match[str]) -> str:
-    groups = [g or "" for g in match.groups()]
-    if not groups:
-        return _MASK
-    return groups[0] + _MASK + (groups[1] if len(groups) > 1 else "")
-
-
-def redact(text: str) -> str:
-    """``text`` with every known secret and every credential-looking token masked."""
-    for secret in _KNOWN:
-        if secret in text:
-            text = text.replace(secret, _MASK)
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(_mask, text)
-    return text
+    redactor.add(*values)
 
 
 def _redact_value(value: Any) -> Any:

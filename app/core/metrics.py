@@ -21,6 +21,8 @@ from prometheus_client import (
 )
 from prometheus_client import multiprocess as _multiprocess
 
+from app.core.redact import redact
+
 # No *_created series: half the text, nothing a dashboard needs.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -118,6 +120,8 @@ _models: set[str] = set()
 def model_label(name: str) -> str:
     if name in _models:
         return name
+    if redact(name) != name:  # a key pasted as a model name never becomes a label
+        return "other"
     if len(_models) < MAX_MODEL_LABELS and len(name) <= 200:
         _models.add(name)
         return name

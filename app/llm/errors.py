@@ -24,6 +24,7 @@ from app.core.errors import (
     RateLimited,
     UpstreamError,
 )
+from app.core.redact import redact
 
 __all__ = ["is_retryable", "map_upstream_error", "retry_after_seconds"]
 
@@ -121,7 +122,17 @@ def retry_after_seconds(exc: BaseException) -> float | None:
 
 
 def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
-    """One place that decides what a client sees when the upstream fails."""
+    """One place that decides what a client sees when the upstream fails; every secret in the
+    upstream's text is masked here, before the client, the request log or a log sees it."""
+    error = _map(exc, model)
+    message = redact(error.message)
+    if message != error.message:
+        error.message = message
+        error.args = (message,)
+    return error
+
+
+def _map(exc: BaseException, model: str) -> ContextGateError:
     if isinstance(exc, ContextGateError):
         return exc
     message = _clean_message(exc)

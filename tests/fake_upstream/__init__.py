@@ -16,7 +16,10 @@ Directives in the last user message (each until end of line):
     FAULT:<json fault>             apply that fault on every call that sees it.
 
 A fault: {"status": 429, "headers": {...}, "body": {...}, "message": "..."}, {"hang": true},
-{"delay_ms": 500}, {"drop_after_chunks": 3} (non-stream: half the body), {"chunk_delay_ms": 20}.
+{"delay_ms": 500}, {"drop_after_chunks": 3} (non-stream: half the body), {"chunk_delay_ms": 20},
+{"status": 401, "quote_key": true} (the message quotes the key it got, as OpenAI's does),
+{"content_type": "text/html", "body": "<html>…"} (that body with status 200 even to a stream),
+{"end_early": true} (a stream's content, then a clean close: no finish_reason, no [DONE]).
 Per-request latency: header `X-Fake-Latency-Ms` (overrides `--latency-ms`).
 """
 

@@ -105,18 +105,33 @@ def _delay_ms(request: Request, state: FakeState, fault: dict[str, Any]) -> floa
     return latency + float(fault.get("delay_ms") or 0) + hang
 
 
-def _fault_response(state: FakeState, fault: dict[str, Any], delay_ms: float) -> Reply | None:
-    """The error answer a fault with a `status` asks for; None when the call should go on."""
-    if fault.get("status") is None:
+def _fault_response(
+    state: FakeState, fault: dict[str, Any], delay_ms: float, request: Request
+) -> Reply | None:
+    """The error answer a fault with a `status` asks for; None when the call should go on.
+
+    `quote_key` answers as OpenAI does to a wrong key: the message quotes the key it got.
+    `content_type` sends the body under that type (status 200 unless given), even to a
+    streamed request: e.g. a proxy's HTML page, or a JSON error with a 200 status."""
+    if fault.get("status") is None and fault.get("content_type") is None:
         return None
-    status = int(fault["status"])
+    status = int(fault.get("status") or 200)
     body = fault.get("body")
+    message = fault.get("message")
+    if fault.get("quote_key"):
+        key = request.headers.get("authorization", "").removeprefix("Bearer ")
+        message = f"Incorrect API key provided: {key}. You can find your API key at …"
     if body is None:
-        body = r.error_body(status, fault.get("message"), fault.get("code"))
+        body = r.error_body(status, message, fault.get("code"))
     payload = body.encode() if isinstance(body, str) else orjson.dumps(body)
     headers = fault.get("headers")
     return FakeResponse(
-        state.hooks, body=payload, status=status, headers=headers, delay=delay_ms / 1000
+        state.hooks,
+        body=payload,
+        status=status,
+        headers=headers,
+        delay=delay_ms / 1000,
+        content_type=fault.get("content_type") or "application/json",
     )
 
 
@@ -137,7 +152,7 @@ async def chat_completions(request: Request) -> Reply:
     model = str(body.get("model", ""))
     fault = _merge(state.pop_fault(model), directive_fault(r.last_user_text(messages)))
     delay_ms = _delay_ms(request, state, fault)
-    failure = _fault_response(state, fault, delay_ms)
+    failure = _fault_response(state, fault, delay_ms, request)
     if failure is not None:
         return failure
     scripted = state.pop_script(model)
@@ -155,6 +170,10 @@ async def chat_completions(request: Request) -> Reply:
             fault.get("chunk_delay_ms") or (scripted or {}).get("chunk_delay_ms") or 0
         )
         events = r.stream_events(body, answer, n)
+        if fault.get("end_early"):  # the content, then a clean close: no finish, no [DONE]
+            events = [
+                e for e in events if b'"finish_reason":null' in e and b'"choices":[]' not in e
+            ]
         return FakeResponse(state.hooks, events=events, chunk_delay=chunk_delay / 1000, **common)
     payload = orjson.dumps(r.completion(body, answer, n))
     return FakeResponse(state.hooks, body=payload, **common)
@@ -166,7 +185,7 @@ async def embeddings(request: Request) -> Reply:
         return early
     fault = _merge(state.pop_fault(str(body.get("model", ""))))
     delay_ms = _delay_ms(request, state, fault)
-    failure = _fault_response(state, fault, delay_ms)
+    failure = _fault_response(state, fault, delay_ms, request)
     if failure is not None:
         return failure
     payload = orjson.dumps(r.embeddings(body))

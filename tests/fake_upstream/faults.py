@@ -104,10 +104,12 @@ class FakeResponse:
         delay: float = 0.0,
         chunk_delay: float = 0.0,
         drop_after: int | None = None,
+        content_type: str = "application/json",
     ) -> None:
         self.hooks, self.body, self.events, self.status = hooks, body, events, status
         self.headers = [(k.lower().encode(), str(v).encode()) for k, v in (headers or {}).items()]
         self.delay, self.chunk_delay, self.drop_after = delay, chunk_delay, drop_after
+        self.content_type = content_type.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.events is not None:
@@ -126,7 +128,7 @@ class FakeResponse:
             finally:
                 watcher.close()
         length = [(b"content-length", str(len(body)).encode())]
-        await _start(send, self.status, b"application/json", length + self.headers)
+        await _start(send, self.status, self.content_type, length + self.headers)
         if self.drop_after is not None:
             await send(
                 {"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True}

@@ -18,8 +18,10 @@ from app.core.logging import JsonFormatter
 from tests.support.proxy import SERVER_LOGS
 
 # Every secret the suite uses has one of these shapes (master keys, virtual keys, upstream keys).
+# Anything holding "s3cr3t" is a test secret too (tests/security/test_redaction.py), key-shaped
+# or not: an upstream key quoted back in an upstream error must not reach a log either.
 SECRET = re.compile(
-    r"sk-master[\w-]*|sk-cg-[A-Za-z0-9_-]{6,}|\bsk-test\b|\bsk-fake\b|reject-me"
+    r"sk-master[\w-]*|sk-cg-[A-Za-z0-9_-]{6,}|\bsk-test\b|\bsk-fake\b|reject-me|s3cr3t"
     r"|Bearer\s+(?!\[redacted\])[A-Za-z0-9._~+/=-]{6,}"
 )
 
