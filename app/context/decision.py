@@ -1,4 +1,18 @@
-"""When an LLM planner pays for itself: the design's table, first matching rule wins."""
+"""When an LLM planner pays for itself: the design's table, first matching rule wins.
+
+| rule (in order)                                   | plan? |
+| ------------------------------------------------- | ----- |
+| no artifacts                                      | no    |
+| context.planning = never / always                 | no / yes |
+| historical artifacts present                      | yes   |
+| total size < min_total_chars (5K)                 | no    |
+| an artifact > large_artifact_chars (10K)          | yes   |
+| fits with fit_buffer_ratio (30 %) + cheap primary | no    |
+| near or over the budget                           | yes   |
+| expensive primary model                           | yes   |
+
+The large-artifact rule is checked before the cheap-fit rule; after it, every row can decide.
+"""
 
 from __future__ import annotations
 
@@ -48,14 +62,16 @@ def should_use_llm_planning(
     total_chars = sum(a.size_chars for a in artifacts)
     if total_chars < limits.min_total_chars:
         return PlanningDecision(False, f"total {total_chars} chars < {limits.min_total_chars}")
+    # Before the cheap-fit rule: a large artifact is worth a plan even when everything fits.
+    largest = max(a.size_chars for a in artifacts)
+    if largest > limits.large_artifact_chars:
+        return PlanningDecision(
+            True, f"an artifact of {largest} chars > {limits.large_artifact_chars}"
+        )
     total_tokens = sum(a.tokens for a in artifacts)
     fits_with_buffer = total_tokens * (1 + limits.fit_buffer_ratio) <= room_tokens
     if fits_with_buffer and not expensive_primary:
         return PlanningDecision(False, "fits with buffer, cheap primary")
     if not fits_with_buffer:
         return PlanningDecision(True, "near or over the budget")
-    if expensive_primary:
-        return PlanningDecision(True, "expensive primary model")
-    if any(a.size_chars > limits.large_artifact_chars for a in artifacts):
-        return PlanningDecision(True, "an artifact is larger than the threshold")
-    return PlanningDecision(False, "no rule asks for planning")
+    return PlanningDecision(True, "expensive primary model")

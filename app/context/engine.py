@@ -23,7 +23,7 @@ from app.context.artifacts import (
 from app.context.decision import PlanningThresholds, should_use_llm_planning
 from app.context.deterministic import deterministic_plan
 from app.context.executor import ExecutionLimits, ExecutionResult, execute_plan
-from app.context.metadata import ArtifactOutcome, ContextUtilization
+from app.context.metadata import ArtifactOutcome, ContextPlanningUsage, ContextUtilization
 from app.context.model_config import ModelConfig
 from app.context.placement import place_block, replace_tool_messages
 from app.context.planner import (
@@ -39,6 +39,7 @@ from app.core.errors import ContextGateError
 from app.core.state import AppState
 from app.llm.client import RetryPolicy
 from app.protocol.chat import ChatCompletionRequest
+from app.protocol.goal import ContextGoal
 
 if TYPE_CHECKING:
     from app.conversations.history import HistoryWindow
@@ -63,10 +64,13 @@ class EngineResult:
     strategy: str = "simple"
     llm_planning_used: bool = False
     planner_cost: float = 0.0
+    usage: ContextPlanningUsage = field(default_factory=ContextPlanningUsage)
+    goal: ContextGoal | None = None
     artifact_tokens: int = 0  # block + processed tool messages of the current turn
     notes: list[str] = field(default_factory=list)
 
     def annotate(self, utilization: ContextUtilization) -> None:
+        utilization.goal = self.goal
         if not self.artifacts or self.execution is None:
             return
         execution = self.execution
@@ -88,6 +92,7 @@ class EngineResult:
         cost.planner_cost += self.planner_cost
         cost.summarizer_cost += execution.summarizer_cost
         cost.total_cost = cost.planner_cost + cost.summarizer_cost
+        utilization.planning_usage.merge(self.usage)
         utilization.cache_stats.hits += execution.cache_hits
         utilization.cache_stats.misses += execution.cache_misses
         moved = min(self.artifact_tokens, utilization.breakdown.current)
@@ -123,6 +128,8 @@ class _Engine:
         self.tenant_id = tenant_id
         self.models = model_config_for(state, request)
         self.embedding_cost = 0.0
+        self.usage = ContextPlanningUsage()
+        self.goal = request.context.goal
 
     def count(self, text: str) -> int:
         return self.state.tokens.count_text(text, self.request.model)
@@ -153,10 +160,15 @@ class _Engine:
             room -= overhead
         return max(0, min(room, available))
 
+    def ranking_query(self, question: str) -> str:
+        """The question, plus what the answer is for when the request says (context.goal)."""
+        return f"{question}\n{self.goal.query_terms()}" if self.goal else question
+
     async def plan(
         self, artifacts: list[Artifact], question: str, room: int, result: EngineResult
     ) -> ArtifactPlan:
-        fallback = await asyncio.to_thread(deterministic_plan, question, artifacts, room)
+        query = self.ranking_query(question)
+        fallback = await asyncio.to_thread(deterministic_plan, query, artifacts, room)
         decision = should_use_llm_planning(
             artifacts,
             room_tokens=room,
@@ -192,7 +204,11 @@ class _Engine:
         model = self.models.planner
         supports_schema = self.state.llm.model_info(model).supports_response_schema
         messages = build_planner_messages(
-            question, artifacts, room, self.settings.planner_preview_chars
+            question,
+            artifacts,
+            room,
+            self.settings.planner_preview_chars,
+            goal=self.goal.describe() if self.goal else None,
         )
         timeout = self.settings.planner_timeout_s
         completion = await asyncio.wait_for(
@@ -206,6 +222,7 @@ class _Engine:
             timeout=timeout + 1,
         )
         result.planner_cost += completion.prompt_cost + completion.completion_cost
+        result.usage.add_planner(completion.usage)
         return validate_plan(completion.content, artifacts, fallback)
 
     async def summarize(self, artifact: Artifact, focus: str, max_tokens: int) -> CachedSummary:
@@ -226,6 +243,7 @@ class _Engine:
                 {"max_tokens": self.settings.summary_max_tokens, "temperature": 0},
                 timeout=self.settings.artifact_summary_timeout_s,
             )
+            self.usage.add_summarizer(completion.usage)  # on a cache miss only
             text = completion.content.strip()
             if not text:
                 raise ValueError("the summarizer returned an empty summary")
@@ -269,7 +287,7 @@ async def apply_context_engine(
         attachments=attachments,
     )
     artifacts = context.all_artifacts()
-    result = EngineResult(artifacts=artifacts)
+    result = EngineResult(artifacts=artifacts, goal=request.context.goal)
     if not artifacts:
         return result
     engine = _Engine(state, request, tenant_id)
@@ -282,7 +300,7 @@ async def apply_context_engine(
         artifacts,
         plan,
         room=room,
-        question=question,
+        question=engine.ranking_query(question),
         count=engine.count,
         truncate=engine.truncate,
         summarize=engine.summarize,
@@ -291,6 +309,7 @@ async def apply_context_engine(
     )
     execution.summarizer_cost += engine.embedding_cost
     result.execution = execution
+    result.usage.merge(engine.usage)
 
     processed: dict[int, str] = {}
     pieces: list[str] = []

@@ -8,10 +8,14 @@ from pydantic import BaseModel, Field, field_serializer
 
 from app.core.redact import redactor
 
+from app.llm.responses import Usage
+from app.protocol.goal import ContextGoal
+
 __all__ = [
     "ArtifactOutcome",
     "CacheStats",
     "ContextBreakdown",
+    "ContextPlanningUsage",
     "ContextUtilization",
     "CostInfo",
     "PlanningCost",
@@ -51,6 +55,36 @@ class PlanningCost(BaseModel):
     total_cost: float = 0.0
 
 
+class ContextPlanningUsage(BaseModel):
+    """Tokens of the planner and summarizer calls made for this request (beside their cost)."""
+
+    planner_calls: int = 0
+    planner_prompt_tokens: int = 0
+    planner_completion_tokens: int = 0
+    summarizer_calls: int = 0
+    summarizer_prompt_tokens: int = 0
+    summarizer_completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def add_planner(self, usage: Usage | None) -> None:
+        self.planner_calls += 1
+        if usage is not None:
+            self.planner_prompt_tokens += usage.prompt_tokens
+            self.planner_completion_tokens += usage.completion_tokens
+            self.total_tokens += usage.prompt_tokens + usage.completion_tokens
+
+    def add_summarizer(self, usage: Usage | None) -> None:
+        self.summarizer_calls += 1
+        if usage is not None:
+            self.summarizer_prompt_tokens += usage.prompt_tokens
+            self.summarizer_completion_tokens += usage.completion_tokens
+            self.total_tokens += usage.prompt_tokens + usage.completion_tokens
+
+    def merge(self, other: ContextPlanningUsage) -> None:
+        for name in ContextPlanningUsage.model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
 class CacheStats(BaseModel):
     hits: int = 0
     misses: int = 0
@@ -67,6 +101,8 @@ class ContextUtilization(BaseModel):
     artifacts_processed: list[ArtifactOutcome] = Field(default_factory=list)
     llm_planning_used: bool = False
     planning_cost: PlanningCost = Field(default_factory=PlanningCost)
+    planning_usage: ContextPlanningUsage = Field(default_factory=ContextPlanningUsage)
+    goal: ContextGoal | None = None
     cache_stats: CacheStats = Field(default_factory=CacheStats)
     compaction: dict[str, Any] | None = None
     memories_injected: list[dict[str, Any]] = Field(default_factory=list)

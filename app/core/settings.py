@@ -94,13 +94,23 @@ class Settings(BaseSettings):
     compaction_lock_timeout_s: float = Field(60.0, gt=0)
     summarizer_timeout_s: float = Field(120.0, gt=0)
     # Long-term memory per user.
-    memory_extraction_mode: Literal["every_turn", "periodic", "off"] = "periodic"
+    memory_extraction_mode: Literal["every_turn", "periodic", "on_save", "llm_triggered", "off"] = (
+        "periodic"
+    )
     memory_extraction_every: int = Field(5, ge=1)
     memory_top_k: int = Field(8, ge=1, le=100)
     memory_token_cap: int = Field(500, ge=1)
     memory_min_score: float = Field(0.05, ge=0)
     memory_half_life_days: float = Field(90.0, gt=0)
     memory_dedupe_similarity: float = Field(0.85, gt=0, le=1)
+    # Periodic summaries every N message pairs (0: off), beside compaction under pressure.
+    summary_every_pairs: int = Field(10, ge=0)
+    # One injected memory; fields {type} {importance} {age} {content} {key} {date}.
+    memory_template: str = Field("[{type}, importance {importance}, {age}] {content}", min_length=1)
+    # "[CONTEXT: <date and time>]" before the newest user message on every request.
+    date_prefix: bool = False
+    # llm_triggered extraction: the most rounds of `remember` calls handled per request.
+    remember_max_rounds: int = Field(3, ge=1, le=10)
 
     # --- context engine ---
     # When to ask the planner model (the design's table; see app/context/decision.py).

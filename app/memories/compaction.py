@@ -16,6 +16,7 @@ from typing import Any
 
 from app.core.state import AppState
 from app.db.models import ConversationSummaryRow
+from app.llm.responses import Usage
 from app.memories.bundle import SummaryView, summary_tokens
 from app.memories.llm_json import SummarizerFailed, call_json
 from app.memories.prompts import MERGE_SYSTEM, SUMMARIZE_SYSTEM, merge_user
@@ -43,6 +44,8 @@ class CompactionReport:
     tokens_before: int = 0
     tokens_after: int = 0
     summarizer_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     merges: int = 0
     cost: float = 0.0
     summary_ids: list[str] = field(default_factory=list)
@@ -54,6 +57,11 @@ class CompactionReport:
     def changed(self) -> bool:
         return bool(self.summary_ids)
 
+    def count_usage(self, usage: Usage | None) -> None:
+        if usage is not None:
+            self.prompt_tokens += usage.prompt_tokens
+            self.completion_tokens += usage.completion_tokens
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "trigger": self.trigger,
@@ -63,6 +71,8 @@ class CompactionReport:
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
             "summarizer_calls": self.summarizer_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
             "merges": self.merges,
             "cost": round(self.cost, 8),
             "summary_ids": self.summary_ids,
@@ -192,7 +202,12 @@ class Compactor:
                 last_turn=window.last_turn,
             )
         output, cost = await call_json(
-            self.state, self.model, SUMMARIZE_SYSTEM, render_transcript(messages), SummaryOutput
+            self.state,
+            self.model,
+            SUMMARIZE_SYSTEM,
+            render_transcript(messages),
+            SummaryOutput,
+            on_usage=report.count_usage,
         )
         report.summarizer_calls += 1
         report.cost += cost
@@ -241,7 +256,12 @@ class Compactor:
             group = active[: max(2, len(active) // 2)]
             parts = [(r.first_turn, r.last_turn, r.episodic, list(r.facts or [])) for r in group]
             output, cost = await call_json(
-                self.state, self.model, MERGE_SYSTEM, merge_user(parts), SummaryOutput
+                self.state,
+                self.model,
+                MERGE_SYSTEM,
+                merge_user(parts),
+                SummaryOutput,
+                on_usage=report.count_usage,
             )
             report.summarizer_calls += 1
             report.cost += cost

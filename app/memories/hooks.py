@@ -51,6 +51,8 @@ class MemoryContext:
     injected: list[Retrieved] = field(default_factory=list)
     compaction: dict[str, Any] | None = None
     summarizer_cost: float = 0.0
+    summarizer_calls: int = 0
+    summarizer_tokens: tuple[int, int] = (0, 0)  # prompt, completion (compaction)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -80,6 +82,11 @@ class MemoryContext:
         if self.summarizer_cost:
             utilization.planning_cost.summarizer_cost += self.summarizer_cost
             utilization.planning_cost.total_cost += self.summarizer_cost
+        planning = utilization.planning_usage
+        planning.summarizer_calls += self.summarizer_calls
+        planning.summarizer_prompt_tokens += self.summarizer_tokens[0]
+        planning.summarizer_completion_tokens += self.summarizer_tokens[1]
+        planning.total_tokens += sum(self.summarizer_tokens)
         utilization.notes.extend(self.notes)
 
 
@@ -162,6 +169,8 @@ async def _compaction_and_bundle(
             if report.summarizer_calls or report.error:
                 memory.compaction = report.as_dict()
                 memory.summarizer_cost += report.cost
+                memory.summarizer_calls += report.summarizer_calls
+                memory.summarizer_tokens = (report.prompt_tokens, report.completion_tokens)
             if report.error:
                 memory.notes.append(
                     f"compaction failed ({report.error}); used the plain history fit"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 import orjson
@@ -10,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from app.core.errors import ContextGateError
 from app.core.state import AppState
 from app.llm.client import RetryPolicy
+from app.llm.responses import Usage
 
 __all__ = ["SummarizerFailed", "call_json"]
 
@@ -21,9 +23,18 @@ class SummarizerFailed(Exception):
 
 
 async def call_json(
-    state: AppState, model: str, system: str, user: str, schema: type[M]
+    state: AppState,
+    model: str,
+    system: str,
+    user: str,
+    schema: type[M],
+    *,
+    on_usage: Callable[[Usage | None], None] | None = None,
 ) -> tuple[M, float]:
-    """Ask ``model`` for a JSON object; returns it validated, and what the call cost."""
+    """Ask ``model`` for a JSON object; returns it validated, and what the call cost.
+
+    ``on_usage`` hears the call's token usage (also when the answer is unusable).
+    """
     try:
         completion = await state.llm.complete(
             model,
@@ -34,6 +45,8 @@ async def call_json(
         )
     except ContextGateError as exc:
         raise SummarizerFailed(f"{model} call failed: {exc.message[:200]}") from exc
+    if on_usage is not None:
+        on_usage(completion.usage)
     cost = completion.prompt_cost + completion.completion_cost
     text = completion.content.strip()
     if text.startswith("```"):

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.protocol.goal import ContextGoal
+
 __all__ = [
     "AttachmentRef",
     "ChatCompletionRequest",
@@ -72,8 +74,16 @@ class ContextOptions(BaseModel):
     memory_injection: Literal["system_append", "context_message", "user_prefix"] = "user_prefix"
     planner_model: str | None = None
     summarizer_model: str | None = None
-    memory_extraction: Literal["every_turn", "periodic", "off"] | None = None
+    memory_extraction: (
+        Literal["every_turn", "periodic", "on_save", "llm_triggered", "off"] | None
+    ) = None
     compaction_ratio: float | None = Field(default=None, gt=0, le=1)
+    # seeds 001/003/004: what the answer is for, retrieval knobs, periodic summaries, date prefix
+    goal: ContextGoal | None = None
+    memory_top_k: int | None = Field(default=None, ge=1, le=100)
+    memory_min_similarity: float | None = Field(default=None, ge=0, le=1)
+    summary_every_pairs: int | None = Field(default=None, ge=0, le=10_000)
+    date_prefix: bool | None = None
 
 
 class ChatCompletionRequest(BaseModel):
