@@ -7,7 +7,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_serializer
 
 from app.core.redact import redactor
-
 from app.llm.responses import Usage
 from app.protocol.goal import ContextGoal
 
