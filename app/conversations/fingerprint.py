@@ -1,6 +1,7 @@
 """Hashes that identify whole messages and whole message sequences.
 
-A message's hash covers its canonical form (role, content, name, tool calls, tool_call_id),
+A message's hash covers its canonical form (role, content, name, tool calls with their
+arguments as the JSON they encode, tool_call_id),
 so the assistant message a client echoes back (with extra keys such as ``refusal: null``)
 hashes like the one contextgate stored. A sequence's hash is a chain over its messages:
 ``h_i = sha256(h_{i-1} : c_i)``, so two conversations share a chain hash only when they share
@@ -30,8 +31,25 @@ def _canonical_content(content: Any) -> Any:
     if isinstance(content, list):
         if all(isinstance(p, dict) and p.get("type") == "text" for p in content):
             return "".join(str(p.get("text", "")) for p in content) or None
-        return content
+        # A prompt-cache breakpoint is not content: clients move it from call to call.
+        return [
+            {k: v for k, v in p.items() if k != "cache_control"} if isinstance(p, dict) else p
+            for p in content
+        ]
     return content
+
+
+def _canonical_arguments(arguments: Any) -> Any:
+    """Arguments as the JSON value they encode: a client that echoes a call back as an object
+    (Anthropic's ``tool_use.input``) re-serializes it with its own spacing and key order."""
+    if not arguments:
+        return ""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return {"json": orjson.loads(arguments)}
+    except orjson.JSONDecodeError:
+        return arguments
 
 
 def _canonical_tool_calls(tool_calls: Any) -> list[dict[str, Any]] | None:
@@ -44,7 +62,7 @@ def _canonical_tool_calls(tool_calls: Any) -> list[dict[str, Any]] | None:
             {
                 "id": call.get("id"),
                 "name": function.get("name"),
-                "arguments": function.get("arguments") or "",
+                "arguments": _canonical_arguments(function.get("arguments")),
             }
         )
     return calls

@@ -17,6 +17,7 @@ Hierarchy::
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -30,6 +31,7 @@ __all__ = [
     "Conflict",
     "ContextGateError",
     "ContextLengthExceeded",
+    "ErrorRenderer",
     "NotFound",
     "PayloadTooLarge",
     "RateLimited",
@@ -126,6 +128,10 @@ def error_body(
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 
+ErrorRenderer = Callable[[ContextGateError], Response]
+"""Renders an error in one door's envelope (OpenAI's by default)."""
+
+
 def error_response(exc: ContextGateError) -> Response:
     body = error_body(exc.message, exc.error_type, exc.code, exc.param)
     return Response(
@@ -160,38 +166,59 @@ _STATUS_TYPES = {
 }
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    async def on_contextgate_error(_: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ContextGateError)
-        return error_response(exc)
+def _renderer_for(path: str, renderers: Mapping[str, ErrorRenderer]) -> ErrorRenderer:
+    """The renderer of the longest prefix that ``path`` is (or lies under); OpenAI's else."""
+    best = -1
+    chosen_renderer: ErrorRenderer = error_response
+    for prefix, renderer in renderers.items():
+        if (path == prefix or path.startswith(prefix.rstrip("/") + "/")) and len(prefix) > best:
+            best, chosen_renderer = len(prefix), renderer
+    return chosen_renderer
 
-    async def on_validation_error(_: Request, exc: Exception) -> Response:
+
+def install_error_handlers(
+    app: FastAPI, renderers: Mapping[str, ErrorRenderer] | None = None
+) -> None:
+    """Every error in one envelope: a door's own (``renderers``, by path prefix, e.g.
+    ``{"/v1/messages": anthropic_error_response}``), OpenAI's everywhere else."""
+    by_prefix = dict(renderers or {})
+
+    def render(request: Request, exc: ContextGateError) -> Response:
+        return _renderer_for(request.url.path, by_prefix)(exc)
+
+    async def on_contextgate_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ContextGateError)
+        return render(request, exc)
+
+    async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         message, param = _validation_message(exc)
-        return error_response(BadRequest(message, param=param, code="invalid_request"))
+        return render(request, BadRequest(message, param=param, code="invalid_request"))
 
-    async def on_http_error(_: Request, exc: Exception) -> Response:
+    async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         error_type, code = _STATUS_TYPES.get(exc.status_code, ("invalid_request_error", None))
-        return error_response(
+        return render(
+            request,
             ContextGateError(
                 str(exc.detail),
                 status_code=exc.status_code,
                 error_type=error_type,
                 code=code,
                 headers=dict(exc.headers or {}),
-            )
+            ),
         )
 
     async def on_unexpected_error(request: Request, exc: Exception) -> Response:
-        # A bug, not a client error: still OpenAI's envelope, never a plain-text 500.
+        # A bug, not a client error: still the door's envelope, never a plain-text 500.
         request_id = getattr(request.state, "request_id", None)
         logger.error("unhandled error", exc_info=exc, extra={"request_id": request_id})
         suffix = f" (request id {request_id})" if request_id else ""
-        return error_response(
+        return render(
+            request,
             ContextGateError(
                 f"The server failed to handle the request{suffix}.", code="internal_error"
-            )
+            ),
         )
 
     app.add_exception_handler(Exception, on_unexpected_error)

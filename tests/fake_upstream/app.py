@@ -1,6 +1,7 @@
 """A deterministic, fast, OpenAI-compatible fake upstream (Starlette).
 
-Endpoints: /health, /v1/models, /v1/chat/completions, /v1/embeddings and the control API
+Endpoints: /health, /v1/models, /v1/chat/completions, /v1/embeddings, Anthropic's
+/v1/messages (anthropic.py) and the control API
 under /_fake/ (script, faults, requests, reset, stats). See tests/fake_upstream/__init__.py.
 """
 
@@ -15,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from . import anthropic as a
 from . import responses as r
 from .faults import HANG_SECONDS, FakeResponse, Hooks, directive_fault
 
@@ -43,6 +45,7 @@ class FakeState:
         self.calls = 0
         self.completions = 0
         self.call_ids = 0
+        self.cache_prefixes: set[str] = set()
         self.hooks.disconnects = 0  # active_streams stays a live gauge
 
     def next_call_id(self) -> int:
@@ -179,6 +182,50 @@ async def chat_completions(request: Request) -> Reply:
     return FakeResponse(state.hooks, body=payload, **common)
 
 
+async def anthropic_messages(request: Request) -> Reply:
+    """Anthropic's Messages API (see anthropic.py): checks, then a JSON or SSE answer."""
+    state = _state(request)
+    raw = await request.body()
+    try:
+        body = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        body = None
+    state.record(request, body)
+    if request.headers.get("x-api-key") == "reject-me":
+        return _json(a.error_body(401, "invalid x-api-key"), 401)
+    if not isinstance(body, dict):
+        return _json(a.error_body(400, "The request body must be a JSON object."), 400)
+    try:
+        a.check(body)
+    except a.Invalid as exc:
+        return _json(a.error_body(400, str(exc)), 400)
+    model = str(body["model"])
+    user_text = a.text_of(body["messages"][-1].get("content"))
+    fault = _merge(state.pop_fault(model), directive_fault(user_text))
+    delay_ms = _delay_ms(request, state, fault)
+    if fault.get("status") is not None:
+        status = int(fault["status"])
+        payload = orjson.dumps(fault.get("body") or a.error_body(status, fault.get("message")))
+        return FakeResponse(
+            state.hooks, body=payload, status=status, headers=fault.get("headers"),
+            delay=delay_ms / 1000,
+        )  # fmt: skip
+    scripted = state.pop_script(model)
+    reply = a.plan(body, scripted, state.next_call_id)
+    used = a.usage(body, reply, state.cache_prefixes)
+    n = state.next_completion()
+    drop = fault.get("drop_after_chunks")
+    common: dict[str, Any] = {
+        "delay": delay_ms / 1000,
+        "drop_after": None if drop is None else int(drop),
+    }
+    if body.get("stream"):
+        chunk_delay = float(fault.get("chunk_delay_ms") or 0) / 1000
+        events = a.stream_events(body, reply, n, used)
+        return FakeResponse(state.hooks, events=events, chunk_delay=chunk_delay, **common)
+    return FakeResponse(state.hooks, body=orjson.dumps(a.message(body, reply, n, used)), **common)
+
+
 async def embeddings(request: Request) -> Reply:
     state, body, early = await _read(request)
     if early is not None:
@@ -261,6 +308,7 @@ def create_app(latency_ms: float = 0.0) -> Starlette:
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/v1/messages", anthropic_messages, methods=["POST"]),
         Route("/_fake/script", script, methods=["POST"]),
         Route("/_fake/faults", faults, methods=["POST"]),
         Route("/_fake/requests", recorded, methods=["GET"]),

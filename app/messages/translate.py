@@ -1,0 +1,352 @@
+"""Anthropic Messages ⇄ the internal turn (chat form), both ways, as plain functions.
+
+Request: ``system`` becomes a system message; each Anthropic message becomes one or more chat
+messages in order (a user message's ``tool_result`` blocks become ``tool`` messages first, its
+other blocks one user message after them); ``tool_use`` blocks become ``tool_calls``;
+``thinking`` / ``redacted_thinking`` blocks become the assistant message's ``thinking_blocks``
+exactly as sent (litellm resends them to Anthropic from there) and their text its
+``reasoning_content``. ``cache_control`` stays on the content part, tool or tool call where the
+client put it (a tool_result's goes on its last content part, where litellm reads it).
+
+Answer: the chat message becomes Anthropic content blocks (thinking first, then text, then
+``tool_use``), the finish reason a ``stop_reason``, the usage Anthropic's usage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from app.messages.schemas import (
+    CountTokensRequest,
+    DocumentBlock,
+    ImageBlock,
+    MessageParam,
+    MessagesRequest,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolChoice,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from app.protocol.chat import ChatCompletionRequest
+
+__all__ = [
+    "STOP_REASONS",
+    "anthropic_content",
+    "anthropic_usage",
+    "chat_messages",
+    "message_id",
+    "stop_reason",
+    "to_turn_request",
+    "tool_input",
+]
+
+STOP_REASONS = {
+    "stop": "end_turn",
+    "end_turn": "end_turn",
+    "length": "max_tokens",
+    "max_tokens": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "tool_use": "tool_use",
+    "stop_sequence": "stop_sequence",
+    "content_filter": "refusal",
+    "refusal": "refusal",
+    "pause_turn": "pause_turn",
+}
+
+
+# ---- request ---------------------------------------------------------------------------
+
+
+def _with_cache_control(part: dict[str, Any], block: Any) -> dict[str, Any]:
+    if getattr(block, "cache_control", None) is not None:
+        part["cache_control"] = block.cache_control
+    return part
+
+
+def _text_part(block: TextBlock) -> dict[str, Any]:
+    return _with_cache_control({"type": "text", "text": block.text}, block)
+
+
+def _image_part(block: ImageBlock) -> dict[str, Any]:
+    source = block.source
+    if source["type"] == "base64":
+        url = f"data:{source['media_type']};base64,{source['data']}"
+    else:
+        url = source["url"]
+    return _with_cache_control({"type": "image_url", "image_url": {"url": url}}, block)
+
+
+def _document_part(block: DocumentBlock) -> dict[str, Any]:
+    source = block.source
+    if source["type"] == "text":
+        return _with_cache_control({"type": "text", "text": source["data"]}, block)
+    if source["type"] == "base64":
+        media = source.get("media_type") or "application/pdf"
+        data = f"data:{media};base64,{source['data']}"
+        return _with_cache_control({"type": "file", "file": {"file_data": data}}, block)
+    return _with_cache_control({"type": "file", "file": {"file_id": source["url"]}}, block)
+
+
+def _content_part(block: TextBlock | ImageBlock | DocumentBlock) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return _text_part(block)
+    if isinstance(block, ImageBlock):
+        return _image_part(block)
+    return _document_part(block)
+
+
+def _tool_message(block: ToolResultBlock) -> dict[str, Any]:
+    content: str | list[dict[str, Any]]
+    if block.content is None or isinstance(block.content, str):
+        content = block.content or ""
+        if block.cache_control is not None:
+            content = [{"type": "text", "text": content}]
+    else:
+        content = [_content_part(part) for part in block.content]
+        if not content:
+            content = [{"type": "text", "text": ""}] if block.cache_control is not None else ""
+    if block.cache_control is not None and isinstance(content, list):
+        content[-1] = {**content[-1], "cache_control": block.cache_control}
+    message: dict[str, Any] = {
+        "role": "tool",
+        "tool_call_id": block.tool_use_id,
+        "content": content,
+    }
+    if block.is_error:
+        message["is_error"] = True
+    return message
+
+
+def _user_messages(message: MessageParam) -> list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return [{"role": "user", "content": message.content}]
+    tools: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, ToolResultBlock):
+            tools.append(_tool_message(block))
+        elif isinstance(block, TextBlock | ImageBlock | DocumentBlock):
+            parts.append(_content_part(block))
+    return tools + ([{"role": "user", "content": parts}] if parts else [])
+
+
+def _arguments(block: ToolUseBlock) -> str:
+    return orjson.dumps(block.input).decode()
+
+
+def _assistant_message(message: MessageParam) -> dict[str, Any]:
+    if isinstance(message.content, str):
+        return {"role": "assistant", "content": message.content}
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    thinking: list[dict[str, Any]] = []
+    reasoning: list[str] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            parts.append(_text_part(block))
+        elif isinstance(block, ToolUseBlock):
+            call: dict[str, Any] = {
+                "id": block.id,
+                "type": "function",
+                "function": {"name": block.name, "arguments": _arguments(block)},
+            }
+            calls.append(_with_cache_control(call, block))
+        elif isinstance(block, ThinkingBlock):
+            reasoning.append(block.thinking)
+            if block.signature:  # unsigned thinking (another provider's reasoning) is text only
+                thinking.append(
+                    {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+                )
+        elif isinstance(block, RedactedThinkingBlock):
+            thinking.append({"type": "redacted_thinking", "data": block.data})
+    chat: dict[str, Any] = {"role": "assistant", "content": _assistant_content(parts)}
+    if calls:
+        chat["tool_calls"] = calls
+    if thinking:
+        chat["thinking_blocks"] = thinking
+    if reasoning:
+        chat["reasoning_content"] = "".join(reasoning)
+    return chat
+
+
+def _assistant_content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]] | None:
+    """Plain text as a string (as answers are stored); parts when one carries cache_control."""
+    if not parts:
+        return None
+    if any("cache_control" in part for part in parts):
+        return parts
+    return "".join(part["text"] for part in parts)
+
+
+def _system_messages(system: str | list[TextBlock] | None) -> list[dict[str, Any]]:
+    if system is None or system == [] or system == "":
+        return []
+    if isinstance(system, str):
+        return [{"role": "system", "content": system}]
+    return [{"role": "system", "content": [_text_part(block) for block in system]}]
+
+
+def chat_messages(body: MessagesRequest | CountTokensRequest) -> list[dict[str, Any]]:
+    """The request's system prompt and messages in chat form, in order."""
+    messages = _system_messages(body.system)
+    for message in body.messages:
+        if message.role == "user":
+            messages.extend(_user_messages(message))
+        else:
+            messages.append(_assistant_message(message))
+    return messages
+
+
+def _tool(tool: Any) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name, "parameters": tool.input_schema}
+    if tool.description is not None:
+        function["description"] = tool.description
+    chat: dict[str, Any] = {"type": "function", "function": function}
+    if tool.cache_control is not None:
+        chat["cache_control"] = tool.cache_control
+    return chat
+
+
+def _tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if choice.type == "tool":
+        return {"type": "function", "function": {"name": choice.name}}
+    return {"auto": "auto", "any": "required", "none": "none"}[choice.type]
+
+
+def chat_tools(body: MessagesRequest | CountTokensRequest) -> list[dict[str, Any]] | None:
+    return [_tool(tool) for tool in body.tools] if body.tools else None
+
+
+def to_turn_request(body: MessagesRequest) -> ChatCompletionRequest:
+    """The internal turn for this Anthropic request (validated like a chat request)."""
+    fields: dict[str, Any] = {
+        "model": body.model,
+        "messages": chat_messages(body),
+        "stream": body.stream,
+        "max_tokens": body.max_tokens,
+        "conversation_id": body.conversation_id,
+        "attachments": body.attachments,
+        "context": body.context,
+    }
+    tools = chat_tools(body)
+    if tools:
+        fields["tools"] = tools
+    if body.tool_choice is not None:
+        fields["tool_choice"] = _tool_choice(body.tool_choice)
+        if body.tool_choice.disable_parallel_tool_use:
+            fields["parallel_tool_calls"] = False
+    if body.stop_sequences:
+        fields["stop"] = body.stop_sequences
+    for name in ("temperature", "top_p", "top_k"):
+        value = getattr(body, name)
+        if value is not None:
+            fields[name] = value
+    if body.thinking is not None:
+        fields["thinking"] = body.thinking.model_dump(exclude_none=True)
+    if body.metadata is not None and body.metadata.user_id:
+        fields["user"] = body.metadata.user_id
+    if body.stream:
+        fields["stream_options"] = {"include_usage": True}
+    return ChatCompletionRequest.model_validate(fields)
+
+
+# ---- answer ----------------------------------------------------------------------------
+
+
+def message_id(request_id: str) -> str:
+    """``msg_…`` from our request id (``req_…``): one id per answer, findable in the log."""
+    return "msg_" + request_id.removeprefix("req_")
+
+
+def tool_input(arguments: Any) -> dict[str, Any]:
+    """A tool call's arguments as Anthropic's ``input`` object."""
+    if isinstance(arguments, dict):
+        return arguments
+    if not arguments:
+        return {}
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return {"_raw_arguments": arguments}
+    return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+
+def thinking_content(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """Thinking blocks exactly as the provider gave them; a non-Anthropic reasoner's text as
+    one unsigned thinking block."""
+    blocks: list[dict[str, Any]] = []
+    for block in message.get("thinking_blocks") or []:
+        if block.get("type") == "redacted_thinking":
+            blocks.append({"type": "redacted_thinking", "data": block.get("data") or ""})
+        elif block.get("type") == "thinking":
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": block.get("thinking") or "",
+                    "signature": block.get("signature") or "",
+                }
+            )
+    if not blocks and message.get("reasoning_content"):
+        blocks.append(
+            {"type": "thinking", "thinking": message["reasoning_content"], "signature": ""}
+        )
+    return blocks
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text") or "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def anthropic_content(message: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = thinking_content(message)
+    text = text_of(message.get("content"))
+    if text:
+        blocks.append({"type": "text", "text": text})
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id") or "",
+                "name": function.get("name") or "",
+                "input": tool_input(function.get("arguments")),
+            }
+        )
+    return blocks
+
+
+def stop_reason(finish_reason: str | None, *, has_tool_calls: bool = False) -> str:
+    if has_tool_calls and finish_reason in (None, "stop", "tool_calls"):
+        return "tool_use"
+    return STOP_REASONS.get(finish_reason or "stop", "end_turn")
+
+
+def anthropic_usage(raw: dict[str, Any] | None) -> dict[str, int]:
+    """Anthropic counts cache reads and writes apart from ``input_tokens``; the chat usage
+    litellm gives includes them in ``prompt_tokens``."""
+    raw = raw or {}
+    details = raw.get("prompt_tokens_details") or {}
+    cache_read = int(raw.get("cache_read_input_tokens") or details.get("cached_tokens") or 0)
+    cache_write = int(
+        raw.get("cache_creation_input_tokens") or details.get("cache_creation_tokens") or 0
+    )
+    prompt = int(raw.get("prompt_tokens") or 0)
+    return {
+        "input_tokens": max(prompt - cache_read - cache_write, 0),
+        "output_tokens": int(raw.get("completion_tokens") or 0),
+        "cache_read_input_tokens": cache_read,
+        "cache_creation_input_tokens": cache_write,
+    }

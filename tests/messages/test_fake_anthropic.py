@@ -1,0 +1,98 @@
+"""The fake upstream's Anthropic /v1/messages, driven by the real anthropic SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import pytest
+
+from tests.fake_upstream import FakeUpstream
+
+TOOL: Any = {
+    "name": "get_weather",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+THINKING: Any = {"type": "enabled", "budget_tokens": 1024}
+
+
+@pytest.fixture
+def fake(fake_upstream: FakeUpstream) -> FakeUpstream:
+    return fake_upstream
+
+
+@pytest.fixture
+def client(fake: FakeUpstream) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=fake.url, api_key="sk-ant-test", max_retries=0)
+
+
+def test_tool_loop_with_signed_thinking(client: anthropic.Anthropic) -> None:
+    ask = {"role": "user", "content": 'CALL_TOOL:get_weather:{"city": "Paris"}'}
+    first = client.messages.create(
+        model="claude-x", max_tokens=2048, messages=[ask], tools=[TOOL], thinking=THINKING
+    )
+    assert [block.type for block in first.content] == ["thinking", "tool_use"]
+    assert first.stop_reason == "tool_use"
+    thinking, call = first.content
+    assert call.type == "tool_use"
+    assert call.input == {"city": "Paris"}
+    result = {"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}
+    history: Any = [ask, {"role": "assistant", "content": [b.model_dump() for b in first.content]}]
+    with client.messages.stream(
+        model="claude-x", max_tokens=2048, tools=[TOOL], thinking=THINKING,
+        messages=[*history, {"role": "user", "content": [result]}],
+    ) as stream:  # fmt: skip
+        final = stream.get_final_message()
+    assert [block.type for block in final.content] == ["thinking", "text"]
+    assert final.content[1].type == "text"
+    assert final.content[1].text == "Tool results: sunny"
+    assert final.content[0].type == "thinking"
+    assert final.content[0].signature
+
+    # A changed signature, or the thinking dropped from the loop: Anthropic's 400.
+    tampered = [b.model_dump() for b in first.content]
+    tampered[0]["thinking"] += " (edited)"
+    for content in (tampered, [b.model_dump() for b in first.content][1:]):
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            client.messages.create(
+                model="claude-x", max_tokens=2048, tools=[TOOL], thinking=THINKING,
+                messages=[
+                    ask, {"role": "assistant", "content": content},
+                    {"role": "user", "content": [result]},
+                ],
+            )  # fmt: skip
+        assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+
+
+def test_cache_breakpoints_usage_and_limit(client: anthropic.Anthropic) -> None:
+    cached: Any = [
+        {"type": "text", "text": "You are terse. " * 50, "cache_control": {"type": "ephemeral"}}
+    ]
+    messages: Any = [{"role": "user", "content": "hi"}]
+    first = client.messages.create(
+        model="claude-x", max_tokens=64, system=cached, messages=messages
+    )
+    second = client.messages.create(
+        model="claude-x", max_tokens=64, system=cached, messages=messages
+    )
+    assert first.usage.cache_creation_input_tokens
+    assert not first.usage.cache_read_input_tokens
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+    five: Any = [
+        {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}}
+        for i in range(5)
+    ]
+    with pytest.raises(anthropic.BadRequestError, match="maximum of 4 blocks"):
+        client.messages.create(model="claude-x", max_tokens=64, system=five, messages=messages)
+
+
+def test_redacted_thinking_and_records(client: anthropic.Anthropic, fake: FakeUpstream) -> None:
+    reply = client.messages.create(
+        model="claude-x", max_tokens=2048, thinking=THINKING,
+        messages=[{"role": "user", "content": "REDACTED_THINKING please"}],
+        extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"},
+    )  # fmt: skip
+    assert [block.type for block in reply.content] == ["thinking", "redacted_thinking", "text"]
+    recorded = fake.requests()[-1]
+    assert recorded["path"] == "/v1/messages"
+    assert recorded["headers"]["anthropic-beta"] == "interleaved-thinking-2025-05-14"
