@@ -11,7 +11,7 @@ PORT      ?= 8000
 PYTEST_ARGS ?=
 LINT_PATHS := $(wildcard app tests bench migrations)
 
-.PHONY: help install run test lint typecheck unit system-deps bench clean
+.PHONY: help install run test lint typecheck unit system-deps agents bench clean
 
 help:
 	@echo "make run     install if needed, migrate, serve on http://$(HOST):$(PORT)/v1"
@@ -49,6 +49,25 @@ system-deps:
 		echo "system-deps: cannot install postgresql/redis-server/chromium (not root or no apt); their tests will skip"; \
 	fi
 
+# Real agents for the acceptance tests, from the npm registry, into a folder the tests own
+# (tests/support/agents.py installs the same way when one is missing; its test skips, saying
+# why, only when npm cannot install it).
+AGENTS_DIR := test-artifacts/agents
+CLAUDE_CODE_VERSION ?= 2.1.197
+
+agents:
+	@if ! command -v npm >/dev/null; then \
+		echo "agents: npm not found; the Claude Code acceptance test will skip"; \
+	elif [ -x $(AGENTS_DIR)/claude-code/node_modules/.bin/claude ]; then \
+		echo "agents: Claude Code present"; \
+	else \
+		echo "agents: installing @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)"; \
+		mkdir -p $(AGENTS_DIR)/claude-code; \
+		npm install --no-audit --no-fund --prefix $(AGENTS_DIR)/claude-code \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) >/dev/null \
+			|| echo "agents: npm could not install Claude Code; its acceptance test will skip"; \
+	fi
+
 lint: install
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
@@ -60,7 +79,7 @@ typecheck: install
 # database-heavy in-process and end-to-end tests a second time with PostgreSQL as the backend.
 PG_SUITE ?= tests/integration tests/e2e tests/memories tests/reliability tests/perf tests/scale
 
-test: install system-deps lint typecheck
+test: install system-deps agents lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 	CONTEXTGATE_TEST_BACKEND=postgres $(VENV)/bin/pytest -m "not postgres" $(PYTEST_ARGS) $(PG_SUITE)
 

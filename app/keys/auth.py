@@ -50,7 +50,8 @@ async def authenticate(request: Request, state: AppState) -> Caller:
     presented = _bearer(request)
     if presented is None:
         raise Unauthorized(
-            "Missing API key: send 'Authorization: Bearer <key>'.", code="missing_api_key"
+            "Missing API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>').",
+            code="missing_api_key",
         )
     if hmac.compare_digest(presented.encode(), master.get_secret_value().encode()):
         return Caller(DEFAULT_TENANT, is_admin=True)

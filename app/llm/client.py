@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,7 +26,7 @@ from app.llm.model_info import ModelInfo, model_info_for
 from app.llm.openai_compat import OpenAICompatTransport, is_direct
 from app.llm.params import strip_control_params
 from app.llm.responses import Usage, normalize_chunk, normalize_completion, usage_of
-from app.llm.routing import Deployment, ModelRouter
+from app.llm.routing import Deployment, ModelRouter, is_anthropic
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -149,9 +149,16 @@ class LLMClient:
 
     # ---- calls -------------------------------------------------------------------------
     def _call_kwargs(
-        self, deployment: Deployment, params: dict[str, Any], timeout: float | None
+        self,
+        deployment: Deployment,
+        params: dict[str, Any],
+        timeout: float | None,
+        headers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         kwargs = {**strip_control_params(params), **deployment.params}
+        if headers and is_anthropic(deployment):
+            # The client's anthropic-version / anthropic-beta; the deployment's own win.
+            kwargs["extra_headers"] = {**headers, **(kwargs.get("extra_headers") or {})}
         kwargs["timeout"] = self._timeout(deployment, timeout)
         kwargs["num_retries"] = 0
         kwargs["max_retries"] = 0
@@ -168,7 +175,10 @@ class LLMClient:
         *,
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Completion:
+        """One completion; ``headers`` go upstream only to Anthropic deployments."""
+
         async def call(deployment: Deployment) -> Completion:
             raw: Any
             if self.transport is not None and is_direct(deployment):
@@ -179,7 +189,7 @@ class LLMClient:
                 raw = await _litellm().acompletion(
                     model=deployment.litellm_model,
                     messages=messages,
-                    **self._call_kwargs(deployment, params or {}, timeout),
+                    **self._call_kwargs(deployment, params or {}, timeout, headers),
                 )
             response = normalize_completion(raw, model_name)
             usage = usage_of(response.get("usage"))
@@ -212,8 +222,10 @@ class LLMClient:
         params: dict[str, Any] | None = None,
         *,
         timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> StreamHandle:
-        """Open a stream; retries and fallbacks apply until its first chunk has arrived."""
+        """Open a stream; retries and fallbacks apply until its first chunk has arrived.
+        ``headers`` go upstream only to Anthropic deployments."""
 
         async def call(deployment: Deployment) -> StreamHandle:
             opened: list[Any] = []
@@ -225,7 +237,7 @@ class LLMClient:
                         deployment, messages, params or {}, self._timeout(deployment, timeout)
                     )
                 else:
-                    kwargs = self._call_kwargs(deployment, params or {}, timeout)
+                    kwargs = self._call_kwargs(deployment, params or {}, timeout, headers)
                     kwargs["stream_options"] = {"include_usage": True}
                     response = await _litellm().acompletion(
                         model=deployment.litellm_model, messages=messages, stream=True, **kwargs

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ConfigError", "Deployment", "ModelRouter", "load_model_list"]
+__all__ = ["ConfigError", "Deployment", "ModelRouter", "is_anthropic", "load_model_list"]
 
 
 class ConfigError(Exception):
@@ -34,6 +34,14 @@ class Deployment:
     def cost_key(self) -> str:
         """The name to look up in litellm's cost map."""
         return str(self.model_info.get("base_model") or self.litellm_model)
+
+
+def is_anthropic(deployment: Deployment) -> bool:
+    """Whether litellm reaches this deployment with its anthropic provider."""
+    provider = deployment.params.get("custom_llm_provider")
+    if provider is not None:
+        return bool(provider == "anthropic")
+    return deployment.litellm_model.startswith("anthropic/")
 
 
 def _resolve_secret(value: Any) -> Any:
