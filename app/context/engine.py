@@ -138,8 +138,12 @@ class _Engine:
         if tokens <= 0:
             return ""
         encoding = self.state.tokens.encoding(self.request.model)
-        ids = encoding.encode(text, disallowed_special=())
-        return text if len(ids) <= tokens else encoding.decode(ids[:tokens])
+        # Encode a prefix only: no token spans 64 characters, so the cut is inside it.
+        prefix = text[: tokens * 64]
+        ids = encoding.encode(prefix, disallowed_special=())
+        if len(ids) <= tokens and len(prefix) == len(text):
+            return text
+        return encoding.decode(ids[:tokens])
 
     def room(
         self, window_system: int, current: list[ConversationMessage],
@@ -291,6 +295,7 @@ async def apply_context_engine(
     if not artifacts:
         return result
     engine = _Engine(state, request, tenant_id)
+    await state.tokens.precount((a.content for a in artifacts), request.model)  # off the loop
     for artifact in artifacts:
         artifact.tokens = engine.count(artifact.content)
     room = engine.room(window.system_tokens, window.current, window.history, context, budget)

@@ -1,14 +1,35 @@
-"""Token counting with tiktoken, offline (see app.core.offline), one encoder per model."""
+"""Token counting with tiktoken, offline (see app.core.offline), one encoder per model.
+
+Counting never holds the event loop for long. Large texts (``LARGE_TEXT_CHARS`` and more) are
+counted ahead, in a small thread pool (tiktoken releases the GIL), by ``await
+counter.precount_messages(...)`` / ``precount(...)``; the synchronous ``count_*`` calls the
+context engine makes afterwards find them in a small cache. And the work is bounded: a long
+text is encoded in chunks cut at whitespace, because tiktoken's BPE is quadratic in the length
+of one unbroken run (8 MB of one repeated character took seconds; chunked, it is linear).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any
 
 import orjson
 import tiktoken
 
-__all__ = ["MESSAGE_OVERHEAD", "REPLY_PRIMER", "TokenCounter", "text_of"]
+__all__ = [
+    "LARGE_TEXT_CHARS",
+    "MESSAGE_OVERHEAD",
+    "REPLY_PRIMER",
+    "TokenCounter",
+    "message_texts",
+    "text_of",
+]
 
 # Per-message overhead of OpenAI's chat format (role and separators), and the reply primer.
 MESSAGE_OVERHEAD = 4
@@ -43,8 +64,54 @@ def _encoding_for(model: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding("cl100k_base")
 
 
+# Texts this long are counted in the thread pool ahead of use (a few ms of encoding and more).
+LARGE_TEXT_CHARS = 32 * 1024
+# Chunk size of the bounded encoding: BPE on an unbroken run is quadratic in its length.
+_CHUNK_CHARS = 4 * 1024
+_CUT = re.compile(r"\s")
+_CACHE_ENTRIES = 512
+_POOL_WORKERS = 2
+
+
+def _encode_len(encoding: tiktoken.Encoding, text: str) -> int:
+    return len(encoding.encode(text, disallowed_special=()))
+
+
+def _chunked_count(encoding: tiktoken.Encoding, text: str) -> int:
+    """Tokens of ``text`` encoded in chunks of about ``_CHUNK_CHARS``, each cut just before
+    whitespace when there is some (so ordinary text counts as it would whole; an unbroken run
+    may count a token or so more per chunk)."""
+    total, start, size = 0, 0, len(text)
+    while start < size:
+        end = min(start + _CHUNK_CHARS, size)
+        if end < size:
+            window = text[start + _CHUNK_CHARS // 2 : end]
+            cuts = [m.start() for m in _CUT.finditer(window)]
+            if cuts:
+                end = start + _CHUNK_CHARS // 2 + cuts[-1]
+        total += _encode_len(encoding, text[start:end])
+        start = end
+    return total
+
+
+def message_texts(message: dict[str, Any]) -> list[str]:
+    """The texts ``count_message`` encodes (content, name, tool calls as JSON)."""
+    texts = [text_of(message.get("content"))]
+    if message.get("name"):
+        texts.append(str(message["name"]))
+    if message.get("tool_calls"):
+        texts.append(orjson.dumps(message["tool_calls"]).decode())
+    return texts
+
+
 class TokenCounter:
     """Counts tokens the way OpenAI bills chat messages; close enough for other providers."""
+
+    def __init__(self, *, large_text_chars: int = LARGE_TEXT_CHARS) -> None:
+        self.large_text_chars = large_text_chars
+        self._cache: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     def encoding(self, model: str) -> tiktoken.Encoding:
         return _encoding_for(model)
@@ -52,7 +119,73 @@ class TokenCounter:
     def count_text(self, text: str, model: str) -> int:
         if not text:
             return 0
-        return len(_encoding_for(model).encode(text, disallowed_special=()))
+        encoding = _encoding_for(model)
+        if len(text) < self.large_text_chars:
+            return _encode_len(encoding, text)
+        key = (encoding.name, len(text), hash(text))
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        return self._count_large(key, encoding, text)
+
+    def _count_large(
+        self, key: tuple[str, int, int], encoding: tiktoken.Encoding, text: str
+    ) -> int:
+        count = _chunked_count(encoding, text)
+        with self._lock:
+            self._cache[key] = count
+            while len(self._cache) > _CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return count
+
+    def upper_bound(self, text: str) -> int:
+        """A cheap bound no tokenizer exceeds: every token covers at least one UTF-8 byte."""
+        return len(text.encode("utf-8", "surrogatepass"))
+
+    def is_counted(self, text: str, model: str) -> bool:
+        """Whether ``count_text`` answers without encoding anything large on the caller's thread."""
+        if len(text) < self.large_text_chars:
+            return True
+        key = (_encoding_for(model).name, len(text), hash(text))
+        with self._lock:
+            return key in self._cache
+
+    async def precount(self, texts: Iterable[str], model: str) -> None:
+        """Count the large ones among ``texts`` in the thread pool, for the sync calls after."""
+        pending = [text for text in texts if not self.is_counted(text, model)]
+        if not pending:
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(_POOL_WORKERS, thread_name_prefix="contextgate-tokens")
+        loop = asyncio.get_running_loop()
+        encoding = _encoding_for(model)
+        await asyncio.gather(
+            *(
+                loop.run_in_executor(
+                    self._pool,
+                    self._count_large,
+                    (encoding.name, len(text), hash(text)),
+                    encoding,
+                    text,
+                )
+                for text in dict.fromkeys(pending)
+            )
+        )
+
+    async def precount_messages(self, messages: Iterable[dict[str, Any]], model: str) -> None:
+        await self.precount((t for m in messages for t in message_texts(m)), model)
+
+    async def count_messages_async(self, messages: list[dict[str, Any]], model: str) -> int:
+        """``count_messages`` with the large texts counted off the event loop."""
+        await self.precount_messages(messages, model)
+        return self.count_messages(messages, model)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def count_message(self, message: dict[str, Any], model: str) -> int:
         tokens = MESSAGE_OVERHEAD + self.count_text(text_of(message.get("content")), model)

@@ -98,6 +98,37 @@ def _check_integers(value: Any, where: str) -> None:
             )
 
 
+def _message_chars(message: Any) -> int:
+    content = message.content
+    size = len(content) if isinstance(content, str) else 0
+    if isinstance(content, list):
+        for part in content:
+            text = part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
+            size += len(text) if isinstance(text, str) else 0
+    for call in message.tool_calls or []:
+        function = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
+        arguments = (
+            function.get("arguments") if isinstance(function, dict)
+            else getattr(function, "arguments", None)
+        )  # fmt: skip
+        size += len(arguments) if isinstance(arguments, str) else 0
+    return size
+
+
+def _check_message_sizes(settings: Settings, request: ChatCompletionRequest) -> None:
+    """One message's text is capped (CONTEXTGATE_MAX_MESSAGE_CHARS): 413 before any counting."""
+    limit = settings.max_message_chars
+    for index, message in enumerate(request.messages):
+        size = _message_chars(message)
+        if size > limit:
+            raise PayloadTooLarge(
+                f"Message {index} has {size} characters (the limit is {limit}, "
+                "CONTEXTGATE_MAX_MESSAGE_CHARS).",
+                param=f"messages.{index}.content",
+                code="message_too_large",
+            )
+
+
 def check_chat_limits(settings: Settings, request: ChatCompletionRequest) -> None:
     """Counts and sizes a chat request may have; a clear 400/413 before anything is stored."""
     _check_integers(request.forwarded_params(), "body")
@@ -106,6 +137,7 @@ def check_chat_limits(settings: Settings, request: ChatCompletionRequest) -> Non
             _check_integers(message.content, f"messages.{index}.content")
         _check_integers(message.tool_calls, f"messages.{index}.tool_calls")
         _check_integers(message.model_extra, f"messages.{index}")
+    _check_message_sizes(settings, request)
     if len(request.messages) > settings.max_messages:
         raise BadRequest(
             f"Too many messages: {len(request.messages)} (the limit is {settings.max_messages}, "

@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     max_messages: int = Field(4096, ge=1)
     max_attachments: int = Field(64, ge=0)
     max_attachment_chars: int = Field(4_000_000, ge=1)
+    # One message's text (content, tool call arguments): 413 past it.
+    max_message_chars: int = Field(4_000_000, ge=1)
     max_tools: int = Field(256, ge=0)
     # Budgeted keys: how long a request may wait for in-flight requests to release budget.
     budget_wait_s: float = Field(30.0, ge=0)
