@@ -73,6 +73,22 @@ class RetryPolicy:
         return float(min(self.max_backoff_s, base * (0.75 + random.random() / 2)))
 
 
+def _has_finish(chunk: dict[str, Any]) -> bool:
+    return any(
+        isinstance(choice, dict) and choice.get("finish_reason")
+        for choice in chunk.get("choices") or ()
+    )
+
+
+def incomplete_stream(model_name: str) -> UpstreamError:
+    return UpstreamError(
+        f"The upstream for model '{model_name}' ended its stream without a finish reason "
+        "or [DONE]: the answer is incomplete.",
+        status_code=502,
+        code="upstream_stream_incomplete",
+    )
+
+
 class StreamHandle:
     """An upstream stream whose first chunk has arrived; iterate for normalized chunks."""
 
@@ -82,11 +98,22 @@ class StreamHandle:
         self.deployment = deployment
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+        """Normalized chunks; an upstream stream that ends without a finish reason and
+        without ``[DONE]`` was cut short: UpstreamError 502 ``upstream_stream_incomplete``
+        (the stream lifecycle sends the error frame and stores the partial answer as
+        incomplete), never a quiet end taken for a complete answer."""
+        finished = False
         if self._first is not None:
             first, self._first = self._first, None
-            yield normalize_chunk(first)
-        async for chunk in self._rest:
-            yield normalize_chunk(chunk)
+            chunk = normalize_chunk(first)
+            finished = _has_finish(chunk)
+            yield chunk
+        async for raw in self._rest:
+            chunk = normalize_chunk(raw)
+            finished = finished or _has_finish(chunk)
+            yield chunk
+        if not finished and not getattr(self._rest, "done", False):
+            raise incomplete_stream(self.deployment.model_name)
 
     async def aclose(self) -> None:
         closer = getattr(self._rest, "aclose", None)
@@ -262,6 +289,8 @@ class LLMClient:
                     error_type="timeout",
                     code="first_token_timeout",
                 ) from None
+            if first is None:  # not one chunk: nothing was answered (a retry may do better)
+                raise incomplete_stream(model_name)
             return StreamHandle(first, opened[0], deployment)
 
         return await self._with_retries(model_name, call, None)

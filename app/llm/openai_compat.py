@@ -26,6 +26,7 @@ import httpx
 import orjson
 
 from app import __version__
+from app.core.errors import UpstreamError
 from app.llm.netio import AsyncioTransport
 from app.llm.params import strip_control_params
 from app.llm.routing import Deployment
@@ -200,7 +201,34 @@ class OpenAICompatTransport:
             finally:
                 await response.aclose()
             raise _error_from(response, content)
+        content_type = response.headers.get("content-type", "")
+        if content_type and "text/event-stream" not in content_type.lower():
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
+            raise _not_a_stream(deployment.model_name, response, content_type, content)
         return SSEStream(response)
+
+
+def _not_a_stream(
+    model: str, response: httpx.Response, content_type: str, content: bytes
+) -> Exception:
+    """A streamed request answered with something else (a proxy's HTML page, a JSON error
+    under status 200): the JSON error as it is, anything else a 502 that says what came."""
+    try:
+        body: Any = orjson.loads(content) if content else None
+    except orjson.JSONDecodeError:
+        body = None
+    if isinstance(body, dict) and "error" in body and "choices" not in body:
+        return UpstreamHTTPError(_status_of(body), body, response.headers)
+    kind = content_type.split(";", 1)[0].strip()
+    return UpstreamError(
+        f"The upstream for model '{model}' answered a streamed request "
+        f"with HTTP {response.status_code} {kind}, not an event stream.",
+        status_code=502,
+        code="upstream_not_a_stream",
+    )
 
 
 class SSEStream:
@@ -209,6 +237,7 @@ class SSEStream:
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
         self._events = self._read()
+        self.done = False  # the upstream sent [DONE]
 
     def __aiter__(self) -> SSEStream:
         return self
@@ -224,6 +253,7 @@ class SSEStream:
                     continue  # comments (": keep-alive"), event names, blank separators
                 payload = line[5:].strip()
                 if payload == "[DONE]":
+                    self.done = True
                     await self._drain(lines)
                     return
                 if not payload:
