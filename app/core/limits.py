@@ -98,19 +98,19 @@ def _check_integers(value: Any, where: str) -> None:
             )
 
 
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
 def _message_chars(message: Any) -> int:
     content = message.content
     size = len(content) if isinstance(content, str) else 0
     if isinstance(content, list):
         for part in content:
-            text = part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
+            text = _field(part, "text")
             size += len(text) if isinstance(text, str) else 0
     for call in message.tool_calls or []:
-        function = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
-        arguments = (
-            function.get("arguments") if isinstance(function, dict)
-            else getattr(function, "arguments", None)
-        )  # fmt: skip
+        arguments = _field(_field(call, "function"), "arguments")
         size += len(arguments) if isinstance(arguments, str) else 0
     return size
 
