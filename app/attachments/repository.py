@@ -1,51 +1,29 @@
-"""Every SQL query about attachments; scoped by tenant."""
+"""Every SQL query about attachments; scoped by tenant (``TenantRepository``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Attachment
+from app.db.repository import TenantRepository
 
 __all__ = ["AttachmentRepository", "attachment_repository"]
 
 
-class AttachmentRepository:
-    async def get(
-        self, session: AsyncSession, tenant_id: str, attachment_id: str
-    ) -> Attachment | None:
-        statement = select(Attachment).where(
-            Attachment.id == attachment_id, Attachment.tenant_id == tenant_id
-        )
-        return (await session.execute(statement)).scalar_one_or_none()
-
-    async def get_many(
-        self, session: AsyncSession, tenant_id: str, ids: Sequence[str]
-    ) -> dict[str, Attachment]:
-        if not ids:
-            return {}
-        statement = select(Attachment).where(
-            Attachment.tenant_id == tenant_id, Attachment.id.in_(list(set(ids)))
-        )
-        return {row.id: row for row in (await session.execute(statement)).scalars()}
-
+class AttachmentRepository(TenantRepository[Attachment]):
     async def by_hash(
         self, session: AsyncSession, tenant_id: str, content_hash: str
     ) -> Attachment | None:
-        statement = select(Attachment).where(
-            Attachment.tenant_id == tenant_id, Attachment.content_hash == content_hash
-        )
+        statement = self.base_statement(tenant_id).where(Attachment.content_hash == content_hash)
         return (await session.execute(statement)).scalar_one_or_none()
 
-    async def add(self, session: AsyncSession, attachment: Attachment) -> Attachment:
-        session.add(attachment)
-        await session.flush()
-        return attachment
+    async def stored_bytes(self, session: AsyncSession, tenant_id: str) -> int:
+        """What the tenant's attachments take (their stored text, UTF-8), for the quota."""
+        statement = select(func.coalesce(func.sum(Attachment.size_bytes), 0)).where(
+            self.tenant_clause(tenant_id)
+        )
+        return int((await session.execute(statement)).scalar_one())
 
-    async def delete(self, session: AsyncSession, attachment: Attachment) -> None:
-        await session.delete(attachment)
 
-
-attachment_repository = AttachmentRepository()
+attachment_repository = AttachmentRepository(Attachment)

@@ -119,6 +119,7 @@ async def create_attachment(
         title=meta["title"],
         source=meta["source"],
         filename=meta["filename"],
+        quota_bytes=state.settings.tenant_max_attachment_bytes,
     )
     response.status_code = 201 if created else 200
     return AttachmentInfo.model_validate(row, from_attributes=True)

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.attachments.repository import attachment_repository as repository
 from app.context.artifacts import Artifact, ArtifactType
 from app.core.database import Database
-from app.core.errors import NotFound
+from app.core.errors import NotFound, PayloadTooLarge
 from app.db.models import Attachment
 from app.protocol.chat import AttachmentRef
 
@@ -19,6 +19,17 @@ __all__ = ["AttachmentService", "attachment_service"]
 
 def _not_found(attachment_id: str) -> NotFound:
     return NotFound(f"No attachment with id '{attachment_id}'.", param="attachments")
+
+
+def _check_quota(stored: int, size: int, quota: int) -> None:
+    if stored + size > quota:
+        raise PayloadTooLarge(
+            f"This attachment ({size} bytes) would take this tenant's stored attachments to "
+            f"{stored + size} bytes, past its quota of {quota} bytes; delete attachments "
+            "(DELETE /v1/attachments/{id}) to make room.",
+            param="file",
+            code="attachment_quota_exceeded",
+        )
 
 
 class AttachmentService:
@@ -33,11 +44,19 @@ class AttachmentService:
         title: str | None = None,
         source: str | None = None,
         filename: str | None = None,
+        quota_bytes: int = 0,
     ) -> tuple[Attachment, bool]:
-        """The stored attachment and whether it is new (same text → the same attachment)."""
+        """The stored attachment and whether it is new (same text → the same attachment).
+
+        ``quota_bytes`` (0: none): what the tenant's attachments may take in all; a new one
+        that would pass it is a 413, and nothing is stored.
+        """
         digest = hashlib.sha256(text.encode()).hexdigest()
         async with database.reading() as session:
             existing = await repository.by_hash(session, tenant_id, digest)
+            if existing is None and quota_bytes:
+                stored = await repository.stored_bytes(session, tenant_id)
+                _check_quota(stored, size_bytes, quota_bytes)
         if existing is not None:
             return existing, False
         row = Attachment(

@@ -88,6 +88,38 @@ def _redact(url: str) -> str:
     return f"{scheme}://{user}:***@{host}" if ":" in credentials else url
 
 
+async def check_keys(settings: Settings) -> list[Check]:
+    """Virtual keys and their expiry (informational: an expired key is not a failure)."""
+    if settings.master_key is None:
+        return [Check("keys", True, "no CONTEXTGATE_MASTER_KEY: no auth, one tenant")]
+    from datetime import UTC, datetime, timedelta
+
+    from app.core.database import create_database
+    from app.core.timestamps import as_utc
+    from app.keys.repository import key_repository
+
+    database = create_database(settings.database_url, pool_size=1)
+    try:
+        async with database.reading() as session:
+            keys = await key_repository.list_active(session)
+    except Exception as exc:
+        return [
+            Check("keys", False, f"cannot list keys ({_reason(exc)})", "run: contextgate migrate")
+        ]
+    finally:
+        await database.dispose()
+    now = datetime.now(UTC)
+    expiries = [as_utc(key.expires_at) for key in keys if key.expires_at is not None]
+    expired = sum(1 for moment in expiries if moment <= now)
+    soon = sorted(m for m in expiries if now < m <= now + timedelta(days=7))
+    detail = (
+        f"{len(keys)} virtual keys, {expired} expired, {len(expiries) - expired} with an expiry"
+    )
+    if soon:
+        detail += f"; {len(soon)} expire within 7 days (first {soon[0]:%Y-%m-%d %H:%M} UTC)"
+    return [Check("keys", True, detail + " (contextgate keys list)")]
+
+
 async def check_redis(settings: Settings) -> list[Check]:
     if settings.redis_url is None:
         return [Check("redis", True, "not configured: in-process cache (one replica)")]
@@ -220,6 +252,8 @@ def check_encodings() -> list[Check]:
 
 async def run_checks(settings: Settings) -> list[Check]:
     checks = [*await check_database(settings), *await check_redis(settings)]
+    if checks[0].ok:
+        checks.extend(await check_keys(settings))
     checks.extend(await check_upstreams(settings))
     checks.extend(check_encodings())
     return checks

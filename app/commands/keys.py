@@ -6,14 +6,17 @@ it with the server's environment.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from app.commands.common import console, run_with_database, settings_or_exit
 from app.core.errors import NotFound
 from app.core.settings import Settings
+from app.core.timestamps import as_utc
 from app.keys.schemas import KeyCreate, KeyCreated, KeyInfo
 from app.keys.service import KeyService
 
@@ -33,6 +36,14 @@ def _master_key(settings: Settings) -> str:
     return settings.master_key.get_secret_value()
 
 
+def _expiry(expires_at: datetime | None) -> str:
+    if expires_at is None:
+        return "never"
+    moment = as_utc(expires_at)
+    text = moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{text} (expired)" if moment <= datetime.now(UTC) else text
+
+
 def _limit(value: float | int | None, unit: str = "") -> str:
     return "—" if value is None else f"{unit}{value}"
 
@@ -44,11 +55,23 @@ def create_key(
         float | None, typer.Option(min=0, help="Budget in USD; past it requests get 429.")
     ] = None,
     rpm_limit: Annotated[int | None, typer.Option(min=1, help="Requests per minute.")] = None,
+    expires_at: Annotated[
+        str | None,
+        typer.Option(
+            help="When the key stops working: ISO-8601 with a zone, e.g. 2027-01-01T00:00Z."
+        ),
+    ] = None,
 ) -> None:
     """Issue a key. It is printed once and stored only hashed."""
     settings = settings_or_exit()
     master = _master_key(settings)
-    body = KeyCreate(name=name, max_budget=max_budget, rpm_limit=rpm_limit)
+    try:
+        body = KeyCreate(
+            name=name, max_budget=max_budget, rpm_limit=rpm_limit, expires_at=expires_at
+        )
+    except ValidationError as exc:
+        typer.echo(f"contextgate: {exc.errors()[0]['msg']}", err=True)
+        raise typer.Exit(2) from None
     created: KeyCreated = run_with_database(
         settings, lambda db: KeyService(db, master).create(body)
     )
@@ -60,7 +83,7 @@ def create_key(
 
 @keys_app.command("list")
 def list_keys() -> None:
-    """Active keys (revoked ones are not listed)."""
+    """Keys not revoked, with their limits and expiry (expired ones are marked)."""
     settings = settings_or_exit()
     master = _master_key(settings)
     keys: list[KeyInfo] = run_with_database(settings, lambda db: KeyService(db, master).list())
@@ -69,8 +92,8 @@ def list_keys() -> None:
         out.print("no keys yet: contextgate keys create NAME")
         return
     table = Table(title=f"keys ({len(keys)})")
-    for column in ("id", "name", "prefix", "budget", "rpm", "created"):
-        table.add_column(column, no_wrap=column in ("id", "prefix", "created"))
+    for column in ("id", "name", "prefix", "budget", "rpm", "created", "expires"):
+        table.add_column(column, no_wrap=column in ("id", "prefix", "created", "expires"))
     for key in keys:
         table.add_row(
             key.id,
@@ -79,6 +102,7 @@ def list_keys() -> None:
             _limit(key.max_budget, "$"),
             _limit(key.rpm_limit),
             key.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            _expiry(key.expires_at),
         )
     out.print(table)
 

@@ -28,26 +28,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.conversations.messages import HISTORY_COLUMNS
 from app.db.models import Conversation, ConversationSummaryRow, Message
 from app.db.models.base import utcnow
+from app.db.repository import TenantRepository
 
 __all__ = ["ConversationRepository", "conversation_repository"]
 
 
-class ConversationRepository:
-    async def get(
-        self,
-        session: AsyncSession,
-        tenant_id: str,
-        conversation_id: str,
-        *,
-        for_update: bool = False,
-    ) -> Conversation | None:
-        statement = select(Conversation).where(
-            Conversation.id == conversation_id, Conversation.tenant_id == tenant_id
-        )
-        if for_update:
-            statement = statement.with_for_update()
-        return (await session.execute(statement)).scalar_one_or_none()
-
+class ConversationRepository(TenantRepository[Conversation]):
     async def get_with_summaries(
         self, session: AsyncSession, tenant_id: str, conversation_id: str
     ) -> tuple[Conversation | None, list[ConversationSummaryRow]]:
@@ -90,9 +76,7 @@ class ConversationRepository:
         found: list[Conversation] = []
         for start in range(0, len(heads), 500):
             batch = list(heads[start : start + 500])
-            statement = select(Conversation).where(
-                Conversation.tenant_id == tenant_id, Conversation.head_hash.in_(batch)
-            )
+            statement = self.base_statement(tenant_id).where(Conversation.head_hash.in_(batch))
             found.extend((await session.execute(statement)).scalars())
         return found
 
@@ -100,8 +84,7 @@ class ConversationRepository:
         self, session: AsyncSession, tenant_id: str, *, limit: int, offset: int = 0
     ) -> list[Conversation]:
         statement = (
-            select(Conversation)
-            .where(Conversation.tenant_id == tenant_id)
+            self.base_statement(tenant_id)
             .order_by(Conversation.updated_at.desc(), Conversation.id)
             .limit(limit)
             .offset(offset)
@@ -109,7 +92,7 @@ class ConversationRepository:
         return list((await session.execute(statement)).scalars())
 
     async def count(self, session: AsyncSession, tenant_id: str) -> int:
-        statement = select(func.count()).where(Conversation.tenant_id == tenant_id)
+        statement = select(func.count()).where(self.tenant_clause(tenant_id))
         return int((await session.execute(statement)).scalar_one())
 
     async def delete(self, session: AsyncSession, conversation: Conversation) -> None:
@@ -210,7 +193,7 @@ class ConversationRepository:
         return list((await session.execute(statement)).scalars())
 
 
-conversation_repository = ConversationRepository()
+conversation_repository = ConversationRepository(Conversation)
 
 
 # ---- hot-path statements, built once ----------------------------------------------------
@@ -233,7 +216,7 @@ _WITH_SUMMARIES = (
     )
     .where(
         Conversation.id == bindparam("conversation_id"),
-        Conversation.tenant_id == bindparam("tenant_id"),
+        conversation_repository.tenant_clause(bindparam("tenant_id")),
     )
     .order_by(ConversationSummaryRow.first_turn)
 )
@@ -295,7 +278,7 @@ def _guarded_update(expected: tuple[str, ...], values: tuple[str, ...]) -> Updat
         update(_conversations)
         .where(
             c.id == bindparam("row_id"),
-            c.tenant_id == bindparam("row_tenant"),
+            conversation_repository.tenant_clause(bindparam("row_tenant")),
             *[c[name].is_not_distinct_from(bindparam(f"old_{name}")) for name in expected],
         )
         .values(

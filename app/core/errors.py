@@ -26,6 +26,8 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from app.core.allow import allowed_methods
+
 __all__ = [
     "BadRequest",
     "Conflict",
@@ -198,14 +200,19 @@ def install_error_handlers(
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         error_type, code = _STATUS_TYPES.get(exc.status_code, ("invalid_request_error", None))
+        message, headers = str(exc.detail), dict(exc.headers or {})
+        if exc.status_code == 405:
+            allowed = allowed_methods(request.app, request.url.path) or [headers.get("Allow", "")]
+            headers["Allow"] = ", ".join(allowed)
+            message = f"{request.method} is not allowed here; allowed: {headers['Allow']}."
         return render(
             request,
             ContextGateError(
-                str(exc.detail),
+                message,
                 status_code=exc.status_code,
                 error_type=error_type,
                 code=code,
-                headers=dict(exc.headers or {}),
+                headers=headers,
             ),
         )
 

@@ -14,6 +14,7 @@ from sqlalchemy import MetaData, Table, func, inspect, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Conversation, Message, RequestLog
+from app.db.repository import scoped
 
 __all__ = ["InspectRepository", "inspect_repository"]
 
@@ -22,11 +23,9 @@ class InspectRepository:
     async def conversations(
         self, session: AsyncSession, tenant_id: str | None, *, limit: int, offset: int = 0
     ) -> list[Conversation]:
-        statement = select(Conversation)
-        if tenant_id is not None:
-            statement = statement.where(Conversation.tenant_id == tenant_id)
         statement = (
-            statement.order_by(Conversation.updated_at.desc(), Conversation.id)
+            scoped(select(Conversation), Conversation.tenant_id, tenant_id)
+            .order_by(Conversation.updated_at.desc(), Conversation.id)
             .limit(limit)
             .offset(offset)
         )
@@ -35,9 +34,11 @@ class InspectRepository:
     async def conversation(
         self, session: AsyncSession, tenant_id: str | None, conversation_id: str
     ) -> Conversation | None:
-        statement = select(Conversation).where(Conversation.id == conversation_id)
-        if tenant_id is not None:
-            statement = statement.where(Conversation.tenant_id == tenant_id)
+        statement = scoped(
+            select(Conversation).where(Conversation.id == conversation_id),
+            Conversation.tenant_id,
+            tenant_id,
+        )
         return (await session.execute(statement)).scalar_one_or_none()
 
     async def request_totals(
@@ -112,8 +113,7 @@ class InspectRepository:
         statement = select(table.c.tenant_id, table.c.user_id, func.count())
         if "superseded_by" in table.c:
             statement = statement.where(table.c.superseded_by.is_(None))
-        if tenant_id is not None:
-            statement = statement.where(table.c.tenant_id == tenant_id)
+        statement = scoped(statement, table.c.tenant_id, tenant_id)
         statement = statement.group_by(table.c.tenant_id, table.c.user_id).order_by(
             table.c.tenant_id, table.c.user_id
         )
@@ -127,9 +127,9 @@ class InspectRepository:
         table = await self._table(session, "memories")
         if table is None:
             return None
-        statement = select(table).where(table.c.user_id == user_id)
-        if tenant_id is not None:
-            statement = statement.where(table.c.tenant_id == tenant_id)
+        statement = scoped(
+            select(table).where(table.c.user_id == user_id), table.c.tenant_id, tenant_id
+        )
         if "created_at" in table.c:
             statement = statement.order_by(table.c.created_at.desc())
         rows = (await session.execute(statement)).mappings().all()

@@ -6,8 +6,11 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import ApiKey, RequestLog
+from app.db.repository import TenantRepository
 
 __all__ = ["KeyRepository", "key_repository"]
+
+_request_logs = TenantRepository(RequestLog)
 
 
 class KeyRepository:
@@ -37,7 +40,7 @@ class KeyRepository:
         statement = select(
             func.coalesce(func.sum(RequestLog.total_cost), 0.0),
             func.coalesce(func.max(RequestLog.total_cost), 0.0),
-        ).where(RequestLog.tenant_id == tenant_id, RequestLog.key_id == key_id)
+        ).where(_request_logs.tenant_clause(tenant_id), RequestLog.key_id == key_id)
         total, largest = (await session.execute(statement)).one()
         return float(total), float(largest)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from app.core.timestamps import UtcDatetime
 
 __all__ = ["KeyCreate", "KeyCreated", "KeyDeleted", "KeyInfo", "KeyList"]
 
@@ -16,6 +18,18 @@ class KeyCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     max_budget: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     rpm_limit: int | None = Field(default=None, ge=1, le=1_000_000)
+    expires_at: AwareDatetime | None = Field(
+        default=None,
+        description="When the key stops working (ISO-8601 with a zone, in the future); "
+        "after it, requests with the key get 401 code expired_api_key.",
+    )
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_the_future(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value <= datetime.now(UTC):
+            raise ValueError("expires_at must be in the future")
+        return value
 
 
 class KeyInfo(BaseModel):
@@ -25,7 +39,8 @@ class KeyInfo(BaseModel):
     key_prefix: str
     max_budget: float | None
     rpm_limit: int | None
-    created_at: datetime
+    created_at: UtcDatetime
+    expires_at: UtcDatetime | None = None
 
 
 class KeyCreated(KeyInfo):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from app.core.database import Database
-from app.core.errors import ContextGateError, NotFound
+from app.core.errors import ContextGateError, NotFound, Unauthorized
+from app.core.timestamps import as_utc, iso_utc
 from app.db.models import ApiKey, new_id
 from app.keys.auth import Caller
 from app.keys.hashing import display_prefix, generate_key, hash_key, pepper_from
@@ -34,6 +35,7 @@ def _info(key: ApiKey) -> KeyInfo:
         max_budget=key.max_budget,
         rpm_limit=key.rpm_limit,
         created_at=key.created_at,
+        expires_at=key.expires_at,
     )
 
 
@@ -54,6 +56,7 @@ class KeyService:
             max_budget=body.max_budget,
             rpm_limit=body.rpm_limit,
             created_at=datetime.now(UTC),
+            expires_at=body.expires_at,
         )
         async with self._database.writing() as session:
             await key_repository.add(session, row)
@@ -71,11 +74,16 @@ class KeyService:
             key.revoked_at = datetime.now(UTC)
 
     async def resolve(self, presented: str) -> Caller | None:
-        """The caller a presented key stands for; None when it is unknown or revoked."""
+        """The caller a presented key stands for; None when it is unknown or revoked, 401
+        ``expired_api_key`` when it has expired."""
         async with self._database.reading() as session:
             key = await key_repository.by_hash(session, hash_key(presented, self._pepper))
         if key is None:
             return None
+        if key.expires_at is not None and as_utc(key.expires_at) <= datetime.now(UTC):
+            raise Unauthorized(
+                f"This API key expired at {iso_utc(key.expires_at)}.", code="expired_api_key"
+            )
         return Caller(
             tenant_id=key.tenant_id,
             key_id=key.id,

@@ -12,7 +12,7 @@ from app.memories.prompts import EXTRACT_SYSTEM, extract_user
 from app.memories.repository import memory_repository
 from app.memories.retrieval import retrieve
 from app.memories.schemas import ExtractionOutput
-from app.memories.service import NewMemory, memory_service
+from app.memories.service import MemoryQuotaExceeded, NewMemory, memory_service
 
 __all__ = ["extract_memories", "extraction_due"]
 
@@ -82,23 +82,28 @@ async def extract_memories(
     known = {memory_id for memory_id, _, _ in shown}
     async with state.database.writing() as session:
         for extracted, vector in zip(output.memories, vectors, strict=True):
-            await memory_service.add(
-                session,
-                tenant_id,
-                user,
-                NewMemory(
-                    content=extracted.content,
-                    memory_type=extracted.memory_type,
-                    importance=extracted.importance,
-                    confidence=0.8,
-                    source="extraction",
-                    conversation_id=conversation_id,
-                    supersedes=tuple(i for i in extracted.supersedes if i in known),
-                    embedding=vector,
-                    embedding_model=embedding_model if vector is not None else None,
-                ),
-                dedupe_threshold=state.settings.memory_dedupe_similarity,
-            )
+            try:
+                await memory_service.add(
+                    session,
+                    tenant_id,
+                    user,
+                    NewMemory(
+                        content=extracted.content,
+                        memory_type=extracted.memory_type,
+                        importance=extracted.importance,
+                        confidence=0.8,
+                        source="extraction",
+                        conversation_id=conversation_id,
+                        supersedes=tuple(i for i in extracted.supersedes if i in known),
+                        embedding=vector,
+                        embedding_model=embedding_model if vector is not None else None,
+                    ),
+                    dedupe_threshold=state.settings.memory_dedupe_similarity,
+                    quota=state.settings.tenant_max_memories,
+                )
+            except MemoryQuotaExceeded:  # the tenant's quota: the rest is not stored
+                logger.warning("memory quota reached", extra={"tenant_id": tenant_id})
+                break
     return len(output.memories)
 
 

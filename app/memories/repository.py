@@ -9,7 +9,9 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversations.repository import conversation_repository
 from app.db.models import Conversation, ConversationSummaryRow, Memory, Message
+from app.db.repository import TenantRepository
 
 __all__ = ["MemoryRepository", "TurnSpan", "memory_repository"]
 
@@ -25,17 +27,17 @@ class TurnSpan:
     messages: int
 
 
-class MemoryRepository:
+_summaries = TenantRepository(ConversationSummaryRow)
+
+
+class MemoryRepository(TenantRepository[Memory]):
     # ---- conversations and their turns --------------------------------------------------
     async def conversation(
         self, session: AsyncSession, tenant_id: str, conversation_id: str, *, lock: bool = False
     ) -> Conversation | None:
-        statement = select(Conversation).where(
-            Conversation.id == conversation_id, Conversation.tenant_id == tenant_id
+        return await conversation_repository.get(
+            session, tenant_id, conversation_id, for_update=lock
         )
-        if lock:
-            statement = statement.with_for_update()
-        return (await session.execute(statement)).scalar_one_or_none()
 
     async def turns_after(
         self, session: AsyncSession, conversation_id: str, first_sequence: int
@@ -98,11 +100,8 @@ class MemoryRepository:
         self, session: AsyncSession, tenant_id: str, conversation_id: str
     ) -> list[ConversationSummaryRow]:
         statement = (
-            select(ConversationSummaryRow)
-            .where(
-                ConversationSummaryRow.conversation_id == conversation_id,
-                ConversationSummaryRow.tenant_id == tenant_id,
-            )
+            _summaries.base_statement(tenant_id)
+            .where(ConversationSummaryRow.conversation_id == conversation_id)
             .order_by(ConversationSummaryRow.first_turn, ConversationSummaryRow.level)
         )
         return list((await session.execute(statement)).scalars())
@@ -125,7 +124,7 @@ class MemoryRepository:
     async def memories(
         self, session: AsyncSession, tenant_id: str, user: str, *, active_only: bool = True
     ) -> list[Memory]:
-        statement = select(Memory).where(Memory.tenant_id == tenant_id, Memory.user_id == user)
+        statement = self.base_statement(tenant_id).where(Memory.user_id == user)
         if active_only:
             statement = statement.where(Memory.superseded_by.is_(None))
         statement = statement.order_by(Memory.created_at, Memory.id)
@@ -144,7 +143,7 @@ class MemoryRepository:
                 Memory.embedding_model,
             )
             .where(
-                Memory.tenant_id == tenant_id,
+                self.tenant_clause(tenant_id),
                 Memory.user_id == user,
                 Memory.superseded_by.is_(None),
             )
@@ -157,7 +156,7 @@ class MemoryRepository:
     ) -> tuple[int, datetime | None]:
         """Changes whenever the user's active memories change (for retrieval caches)."""
         statement = select(func.count(), func.max(Memory.updated_at)).where(
-            Memory.tenant_id == tenant_id,
+            self.tenant_clause(tenant_id),
             Memory.user_id == user,
             Memory.superseded_by.is_(None),
         )
@@ -165,8 +164,14 @@ class MemoryRepository:
         return int(count), latest
 
     async def memory(self, session: AsyncSession, tenant_id: str, memory_id: str) -> Memory | None:
-        statement = select(Memory).where(Memory.id == memory_id, Memory.tenant_id == tenant_id)
-        return (await session.execute(statement)).scalar_one_or_none()
+        return await self.get(session, tenant_id, memory_id)
+
+    async def active_count(self, session: AsyncSession, tenant_id: str) -> int:
+        """The tenant's active memories, every user (for the quota)."""
+        statement = select(func.count()).where(
+            self.tenant_clause(tenant_id), Memory.superseded_by.is_(None)
+        )
+        return int((await session.execute(statement)).scalar_one())
 
     async def supersede(
         self,
@@ -180,7 +185,7 @@ class MemoryRepository:
         statement = (
             update(Memory)
             .where(
-                Memory.tenant_id == tenant_id,
+                self.tenant_clause(tenant_id),
                 Memory.user_id == user,
                 Memory.id.in_(memory_ids),
                 Memory.id != by,
@@ -194,9 +199,9 @@ class MemoryRepository:
         await session.delete(memory)
 
     async def forget_user(self, session: AsyncSession, tenant_id: str, user: str) -> int:
-        statement = delete(Memory).where(Memory.tenant_id == tenant_id, Memory.user_id == user)
+        statement = delete(Memory).where(self.tenant_clause(tenant_id), Memory.user_id == user)
         result = await session.execute(statement)
         return int(getattr(result, "rowcount", 0) or 0)
 
 
-memory_repository = MemoryRepository()
+memory_repository = MemoryRepository(Memory)

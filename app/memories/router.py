@@ -65,6 +65,7 @@ async def add_memory(body: MemoryCreate, caller: CallerDep, state: StateDep) -> 
             body.user,
             new,
             dedupe_threshold=state.settings.memory_dedupe_similarity,
+            quota=state.settings.tenant_max_memories,
         )
     return _out(memory)
 

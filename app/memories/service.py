@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.errors import NotFound
+from app.core.errors import NotFound, RateLimited
 from app.db.models import Memory, utcnow
 from app.memories.repository import memory_repository as repository
 
-__all__ = ["MemoryService", "NewMemory", "memory_service", "text_similarity"]
+__all__ = ["MemoryQuotaExceeded", "MemoryService", "NewMemory", "memory_service", "text_similarity"]
 
 _WORDS = re.compile(r"\w+")
 
@@ -47,6 +47,10 @@ class NewMemory:
     embedding_model: str | None = None
 
 
+class MemoryQuotaExceeded(RateLimited):
+    default_code = "memory_quota_exceeded"
+
+
 class MemoryService:
     def restated(self, existing: list[Memory], new: NewMemory, threshold: float) -> Memory | None:
         """The existing memory ``new`` says again (most similar at or above ``threshold``)."""
@@ -73,13 +77,23 @@ class MemoryService:
         new: NewMemory,
         *,
         dedupe_threshold: float,
+        quota: int = 0,
     ) -> tuple[Memory, bool]:
-        """Store ``new``; returns the memory and whether it was created (False: updated)."""
+        """Store ``new``; returns the memory and whether it was created (False: updated).
+
+        ``quota`` (0: none): the tenant's active memories, all users; a new memory past it is
+        ``MemoryQuotaExceeded`` (a restatement, which updates, is not new).
+        """
         now = utcnow()
         existing = await repository.memories(session, tenant_id, user)
         current = self.restated(existing, new, dedupe_threshold)
         created = current is None
         if current is None:
+            if quota and await repository.active_count(session, tenant_id) >= quota:
+                raise MemoryQuotaExceeded(
+                    f"This tenant has {quota} active memories, its quota; delete memories "
+                    "(DELETE /v1/memories/{id} or ?user=) to store new ones.",
+                )
             current = Memory(
                 tenant_id=tenant_id,
                 user_id=user,

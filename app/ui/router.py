@@ -12,11 +12,12 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app.core.deps import StateDep
-from app.core.errors import NotFound
+from app.core.errors import NotFound, RateLimited
 from app.core.state import AppState
 from app.inspect.service import InspectService
 from app.inspect.views import PARTS
-from app.ui.auth import COOKIE, cookie_token, is_authorized, key_matches
+from app.keys.auth import client_address
+from app.ui.auth import COOKIE, close_session, is_authorized, key_matches, open_session
 
 __all__ = ["install_ui", "router"]
 
@@ -48,26 +49,63 @@ def _page(request: Request, name: str, status_code: int = 200, **context: Any) -
     return response
 
 
-def _guard(request: Request, state: AppState) -> Response | None:
+async def _guard(request: Request, state: AppState) -> Response | None:
     """None when the caller may look; otherwise where to go instead."""
     presented = request.query_params.get("key")
     master = state.settings.master_key
     if presented is not None and master is not None:
-        if not key_matches(state, presented):
-            return _page(request, "login.html", 401, error="Wrong key.", next=request.url.path)
+        if (refused := await _check_key(request, state, presented)) is not None:
+            return refused
         query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "key"])
         target = request.url.path + (f"?{query}" if query else "")
         response = RedirectResponse(target, status_code=303)
-        _set_cookie(response, master.get_secret_value())
+        await _set_cookie(response, state)
         return response
-    if is_authorized(request, state):
+    if master is not None:
+        try:
+            state.auth_throttle.check(client_address(request))
+        except RateLimited as exc:
+            return _throttled(request, exc, request.url.path)
+    authorized = await is_authorized(request, state)
+    if authorized:
         return None
+    if authorized is None:  # a wrong Bearer key
+        try:
+            await state.auth_throttle.failed(client_address(request))
+        except RateLimited as exc:
+            return _throttled(request, exc, request.url.path)
     return _page(request, "login.html", 401, error=None, next=request.url.path)
 
 
-def _set_cookie(response: Response, master_key: str) -> None:
+async def _check_key(request: Request, state: AppState, presented: str) -> Response | None:
+    """None when ``presented`` is the master key; else the login page (401, or 429 when the
+    address has failed too often)."""
+    address = client_address(request)
+    target = _safe_next(request.url.path)
+    try:
+        state.auth_throttle.check(address)
+        if key_matches(state, presented):
+            return None
+        await state.auth_throttle.failed(address)
+    except RateLimited as exc:
+        return _throttled(request, exc, target)
+    return _page(request, "login.html", 401, error="Wrong key.", next=target)
+
+
+def _throttled(request: Request, exc: RateLimited, target: str) -> Response:
+    response = _page(request, "login.html", 429, error=exc.message, next=_safe_next(target))
+    response.headers.update(exc.headers)
+    return response
+
+
+async def _set_cookie(response: Response, state: AppState) -> None:
     response.set_cookie(
-        COOKIE, cookie_token(master_key), httponly=True, samesite="strict", path="/ui"
+        COOKIE,
+        await open_session(state),
+        max_age=state.settings.ui_session_ttl_s,
+        httponly=True,
+        samesite="strict",
+        path="/ui",
     )
 
 
@@ -77,7 +115,7 @@ async def conversations_page(
     state: StateDep,
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> Response:
-    if (redirect := _guard(request, state)) is not None:
+    if (redirect := await _guard(request, state)) is not None:
         return redirect
     size = 50
     rows = await InspectService(state.database).conversations(
@@ -99,7 +137,7 @@ async def conversation_page(
     conversation_id: str,
     show_all: Annotated[bool, Query(alias="all")] = False,
 ) -> Response:
-    if (redirect := _guard(request, state)) is not None:
+    if (redirect := await _guard(request, state)) is not None:
         return redirect
     last = None if show_all else TIMELINE_MESSAGES
     try:
@@ -116,7 +154,7 @@ async def memories_page(
     user: Annotated[str | None, Query(max_length=200)] = None,
     tenant: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Response:
-    if (redirect := _guard(request, state)) is not None:
+    if (redirect := await _guard(request, state)) is not None:
         return redirect
     service = InspectService(state.database)
     users = await service.memory_users(None)
@@ -136,18 +174,19 @@ async def login(
     key: Annotated[str, Form(max_length=500)],
     next: Annotated[str, Form(max_length=500)] = "/ui",
 ) -> Response:
-    master = state.settings.master_key
-    if master is None:
+    if state.settings.master_key is None:
         return RedirectResponse(_safe_next(next), status_code=303)
-    if not key_matches(state, key):
-        return _page(request, "login.html", 401, error="Wrong key.", next=_safe_next(next))
+    if (refused := await _check_key(request, state, key)) is not None:
+        return refused
     response = RedirectResponse(_safe_next(next), status_code=303)
-    _set_cookie(response, master.get_secret_value())
+    await _set_cookie(response, state)
     return response
 
 
 @router.get("/logout")
-async def logout() -> Response:
+async def logout(request: Request, state: StateDep) -> Response:
+    """Ends the session on the server too: the old cookie no longer opens anything."""
+    await close_session(state, request.cookies.get(COOKIE))
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/ui")
     return response

@@ -9,6 +9,7 @@ from app.db.models.memory import Memory
 from app.db.models.message import Message
 from app.db.models.request_log import RequestLog
 from app.db.models.summary import ConversationSummaryRow
+from app.db.models.ui_session import UiSession
 
 __all__ = [
     "ApiKey",
@@ -20,6 +21,7 @@ __all__ = [
     "Memory",
     "Message",
     "RequestLog",
+    "UiSession",
     "new_id",
     "utcnow",
 ]

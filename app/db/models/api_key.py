@@ -26,3 +26,5 @@ class ApiKey(Base):
     rpm_limit: Mapped[int | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+    # After it the key answers 401 (None: never).
+    expires_at: Mapped[datetime | None] = mapped_column(default=None)
