@@ -146,10 +146,10 @@ async def measure(
     sizes: list[int],
     repeats: int,
 ) -> list[dict[str, Any]]:
-    from app.chat.models import ChatContext
-    from app.chat.pipeline import new_request_id, prepare
     from app.keys.auth import Caller
     from app.protocol.chat import ChatCompletionRequest
+    from app.turns.context import TurnContext
+    from app.turns.pipeline import new_request_id, prepare
 
     # The summarizer answers (scripted), so that long conversations are compacted once and
     # then measured in their steady state, as they would be in service.
@@ -172,7 +172,7 @@ async def measure(
             for index in range(repeats):
                 body = turn(f"next question {index}", conversation_id)
                 request = ChatCompletionRequest.model_validate(body)
-                context = ChatContext(request, caller, new_request_id(), time.perf_counter())
+                context = TurnContext(request, caller, new_request_id(), time.perf_counter())
                 started = time.perf_counter()
                 prepared = await prepare(state, context)
                 prepare_ms.append((time.perf_counter() - started) * 1000)

@@ -1,4 +1,4 @@
-"""HTTP surface of chat: POST /v1/chat/completions."""
+"""The chat door: POST /v1/chat/completions (OpenAI's Chat Completions, plus extensions)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,21 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
-from app.chat.guard import guarded
-from app.chat.models import ChatContext
-from app.chat.pipeline import new_request_id
-from app.chat.service import complete_chat
-from app.chat.streaming import open_stream
+from app.chat.render import ChatStreamRenderer, completion_body
 from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits
 from app.core.state import AppState
 from app.protocol.chat import ChatCompletionRequest
+from app.turns.context import TurnContext
+from app.turns.guard import guarded
+from app.turns.pipeline import new_request_id
+from app.turns.service import run_turn
+from app.turns.stream import open_turn_stream
 
 router = APIRouter(tags=["chat"])
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @router.post("/v1/chat/completions", response_model=None)
@@ -34,27 +37,31 @@ async def chat_completions(
     if body.conversation_id is None and x_conversation_id:
         body.conversation_id = x_conversation_id
     check_chat_limits(state.settings, body)
-    context = ChatContext(
+    context = TurnContext(
         request=body,
         caller=caller,
         request_id=getattr(request.state, "request_id", None) or new_request_id(),
         started=getattr(request.state, "started", None) or time.perf_counter(),
     )
     return await guarded(
-        request, state, caller, body, idempotency_key, lambda: _answer(state, context)
+        request,
+        state,
+        caller,
+        body.model_dump(mode="json"),
+        idempotency_key,
+        lambda: _answer(state, context),
     )
 
 
-async def _answer(state: AppState, context: ChatContext) -> Response:
-    body = context.request
-    if body.stream:
-        prepared, events = await open_stream(state, context)
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        if prepared.conversation_id:
-            headers["X-Conversation-Id"] = prepared.conversation_id
-        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-    payload = await complete_chat(state, context)
+async def _answer(state: AppState, context: TurnContext) -> Response:
+    if context.request.stream:
+        stream = await open_turn_stream(state, context, ChatStreamRenderer)
+        headers = dict(SSE_HEADERS)
+        if stream.prepared.conversation_id:
+            headers["X-Conversation-Id"] = stream.prepared.conversation_id
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+    result = await run_turn(state, context)
     headers = {}
-    if payload.get("conversation_id"):
-        headers["X-Conversation-Id"] = payload["conversation_id"]
-    return json_response(payload, headers=headers)
+    if result.conversation_id:
+        headers["X-Conversation-Id"] = result.conversation_id
+    return json_response(completion_body(result), headers=headers)

@@ -7,6 +7,7 @@ from typing import Any
 
 from app.context.fit import fit_history
 from app.context.metadata import ContextBreakdown, ContextUtilization
+from app.context.reasoning import render_messages
 from app.context.tokens import REPLY_PRIMER
 from app.conversations.messages import ConversationMessage
 from app.core.errors import ContextLengthExceeded
@@ -67,4 +68,4 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
             overhead=REPLY_PRIMER,
         ),
     )
-    return AssembledContext([m.to_openai() for m in sent], utilization)
+    return AssembledContext(render_messages(sent, utilization), utilization)

@@ -38,6 +38,7 @@ class ConversationMessage(BaseModel):
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
+    thinking_blocks: list[dict[str, Any]] | None = None
     sequence_number: int = 0
     turn_number: int = 0
     token_count: int = 0
@@ -51,9 +52,15 @@ class ConversationMessage(BaseModel):
     def end_tokens(self) -> int:
         return self.start_tokens + self.token_count
 
-    def to_openai(self) -> dict[str, Any]:
-        """The message as sent upstream (reasoning content stays in the record)."""
+    def to_openai(self, *, with_reasoning: bool = False) -> dict[str, Any]:
+        """The message as sent upstream. Reasoning stays in the record unless asked for: the
+        assistant messages of the current tool loop carry it back, as providers require."""
         message: dict[str, Any] = {"role": self.role, "content": self.content}
+        if with_reasoning:
+            if self.thinking_blocks:
+                message["thinking_blocks"] = self.thinking_blocks
+            if self.reasoning_content:
+                message["reasoning_content"] = self.reasoning_content
         if self.name:
             message["name"] = self.name
         if self.tool_calls:
@@ -98,7 +105,8 @@ def turn_start_index(messages: list[ConversationMessage]) -> int:
 # The columns a history read selects, in this order (``from_history_row`` unpacks them).
 HISTORY_COLUMNS = (
     "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
-    "sequence_number", "turn_number", "token_count", "start_tokens", "status", "content_hash",
+    "thinking_blocks", "sequence_number", "turn_number", "token_count", "start_tokens",
+    "status", "content_hash",
 )  # fmt: skip
 
 
@@ -108,11 +116,11 @@ def to_conversation_message(row: Message) -> ConversationMessage:
 
 
 def from_history_row(row: Sequence[Any]) -> ConversationMessage:
-    """A row of ``HISTORY_COLUMNS``, unvalidated. Unpacked by position: reading a row's 12
+    """A row of ``HISTORY_COLUMNS``, unvalidated. Unpacked by position: reading a row's 13
     columns by name cost more than the rest of building the message, for every message of the
     window on every turn."""
     (
-        role, content, name, tool_calls, tool_call_id, reasoning_content,
+        role, content, name, tool_calls, tool_call_id, reasoning_content, thinking_blocks,
         sequence_number, turn_number, token_count, start_tokens, status, content_hash,
     ) = row  # fmt: skip
     return _construct(
@@ -123,6 +131,7 @@ def from_history_row(row: Sequence[Any]) -> ConversationMessage:
             "tool_calls": tool_calls,
             "tool_call_id": tool_call_id,
             "reasoning_content": reasoning_content,
+            "thinking_blocks": thinking_blocks,
             "sequence_number": sequence_number,
             "turn_number": turn_number,
             "token_count": token_count,

@@ -36,6 +36,7 @@ class StoredMessage(BaseModel):
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
+    thinking_blocks: list[dict[str, Any]] | None = None
     sequence_number: int
     turn_number: int
     token_count: int

@@ -63,6 +63,13 @@ def _clean_tool_calls(calls: Any, *, streaming: bool) -> list[dict[str, Any]] | 
     return cleaned
 
 
+def _thinking_blocks(blocks: Any) -> list[dict[str, Any]] | None:
+    """Thinking / redacted-thinking blocks as plain dicts, their bytes untouched."""
+    if not blocks:
+        return None
+    return [dict(_dump(block)) for block in blocks]
+
+
 def _clean_usage(usage: Any) -> dict[str, Any] | None:
     data = _dump(usage)
     if not data:
@@ -76,7 +83,8 @@ def _clean_usage(usage: Any) -> dict[str, Any] | None:
 
 
 def normalize_completion(raw: Any, model_name: str) -> dict[str, Any]:
-    """A ``chat.completion`` dict with only OpenAI's fields (plus reasoning_content)."""
+    """A ``chat.completion`` dict with only OpenAI's fields (plus reasoning_content and
+    thinking_blocks, which the conversation stores and resends)."""
     data = _dump(raw)
     choices = []
     for position, choice in enumerate(data.get("choices") or []):
@@ -94,6 +102,9 @@ def normalize_completion(raw: Any, model_name: str) -> dict[str, Any]:
         reasoning = source.get("reasoning_content") or source.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
             message["reasoning_content"] = reasoning
+        thinking_blocks = _thinking_blocks(source.get("thinking_blocks"))
+        if thinking_blocks:
+            message["thinking_blocks"] = thinking_blocks
         choices.append(
             {
                 "index": choice.get("index", position),
@@ -138,6 +149,9 @@ def normalize_chunk(raw: Any) -> dict[str, Any]:
             reasoning = _field(delta_obj, "reasoning_content") or _field(delta_obj, "reasoning")
             if isinstance(reasoning, str) and reasoning:
                 delta["reasoning_content"] = reasoning
+            thinking_blocks = _thinking_blocks(_field(delta_obj, "thinking_blocks"))
+            if thinking_blocks:
+                delta["thinking_blocks"] = thinking_blocks
             content = _field(delta_obj, "content")
             if content is not None:
                 delta["content"] = content

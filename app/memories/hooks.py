@@ -20,7 +20,6 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.chat.models import ChatContext
 from app.context.assembler import AssembledContext
 from app.context.tokens import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
 from app.conversations.messages import ConversationMessage
@@ -32,6 +31,7 @@ from app.memories.compaction import CompactionReport, Compactor, summary_views
 from app.memories.injection import inject, insert_bundle, render_context
 from app.memories.repository import memory_repository
 from app.memories.retrieval import Retrieved, retrieve
+from app.turns.context import TurnContext
 
 __all__ = ["MemoryContext", "prepare_memory", "schedule_memory_work"]
 
@@ -90,7 +90,7 @@ class MemoryContext:
         utilization.notes.extend(self.notes)
 
 
-def summarizer_model(state: AppState, context: ChatContext) -> str:
+def summarizer_model(state: AppState, context: TurnContext) -> str:
     return context.request.context.summarizer_model or state.settings.summarizer_model
 
 
@@ -117,7 +117,7 @@ def _fixed_tokens(resolved: ResolvedConversation, new: list[ConversationMessage]
 
 async def prepare_memory(
     state: AppState,
-    context: ChatContext,
+    context: TurnContext,
     session: AsyncSession,
     resolved: ResolvedConversation,
     new: list[ConversationMessage],
@@ -138,7 +138,7 @@ async def prepare_memory(
 
 async def _compaction_and_bundle(
     state: AppState,
-    context: ChatContext,
+    context: TurnContext,
     session: AsyncSession,
     resolved: ResolvedConversation,
     new: list[ConversationMessage],
@@ -200,7 +200,7 @@ async def _compaction_and_bundle(
 
 async def _compact_now(
     state: AppState,
-    context: ChatContext,
+    context: TurnContext,
     resolved: ResolvedConversation,
     new: list[ConversationMessage],
     cap: int,
@@ -229,7 +229,7 @@ async def _compact_now(
 
 async def _retrieval(
     state: AppState,
-    context: ChatContext,
+    context: TurnContext,
     session: AsyncSession,
     query: str,
     room: int,

@@ -34,6 +34,8 @@ class ChatMessage(BaseModel):
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
+    # Anthropic-style thinking (litellm's shape), resent byte-for-byte within a tool loop.
+    thinking_blocks: list[dict[str, Any]] | None = None
 
     @model_validator(mode="after")
     def _shape_per_role(self) -> ChatMessage:

@@ -9,7 +9,8 @@ Run it with `python -m tests.fake_upstream --port 0` or, from tests, `FakeUpstre
 
 Default answers: "Echo: <last user text>"; "Tool results: a | b" after tool messages; "{}" for
 response_format json_object/json_schema; reasoning_content for `reasoning_effort` or models whose
-name contains "reasoner".
+name contains "reasoner"; signed thinking_blocks too (litellm's shape for Anthropic) for models
+whose name contains "thinker".
 
 Directives in the last user message (each until end of line):
     CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call.

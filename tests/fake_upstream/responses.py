@@ -28,10 +28,23 @@ class Answer:
     content: str | None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     reasoning: str | None = None
+    signed: bool = False
 
     @property
     def finish_reason(self) -> str:
         return "tool_calls" if self.tool_calls else "stop"
+
+    @property
+    def thinking_blocks(self) -> list[dict[str, Any]] | None:
+        """For models named "*thinker*": the reasoning as one signed thinking block (litellm's
+        shape for Anthropic), so tests can check it comes back byte-for-byte."""
+        if self.reasoning is None or not self.signed:
+            return None
+        return [{"type": "thinking", "thinking": self.reasoning, "signature": sign(self.reasoning)}]
+
+
+def sign(thinking: str) -> str:
+    return "sig-" + hashlib.sha256(thinking.encode()).hexdigest()[:24]
 
 
 def content_text(content: Any) -> str:
@@ -96,8 +109,24 @@ def plan_answer(body: dict[str, Any], scripted: dict[str, Any] | None, next_call
     last = messages[-1] if messages else {}
     user_text = last_user_text(messages)
     reasoning = None
-    if body.get("reasoning_effort") is not None or "reasoner" in str(body.get("model", "")):
+    model = str(body.get("model", ""))
+    signed = "thinker" in model
+    if body.get("reasoning_effort") is not None or "reasoner" in model or signed:
         reasoning = f"Thinking about: {user_text[:50]}"
+    answer = _plan(body, scripted, next_call_id, messages, last, user_text, reasoning)
+    answer.signed = signed
+    return answer
+
+
+def _plan(
+    body: dict[str, Any],
+    scripted: dict[str, Any] | None,
+    next_call_id: Any,
+    messages: list[dict[str, Any]],
+    last: dict[str, Any],
+    user_text: str,
+    reasoning: str | None,
+) -> Answer:
     if scripted is not None:
         calls = [
             _tool_call(next_call_id(), tc["name"], tc.get("arguments", "{}"))
@@ -128,6 +157,8 @@ def _message(answer: Answer) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": answer.content, "refusal": None}
     if answer.reasoning is not None:
         message["reasoning_content"] = answer.reasoning
+    if answer.thinking_blocks:
+        message["thinking_blocks"] = answer.thinking_blocks
     if answer.tool_calls:
         message["tool_calls"] = answer.tool_calls
     message["annotations"] = []
@@ -172,6 +203,19 @@ def stream_events(body: dict[str, Any], answer: Answer, n: int) -> list[bytes]:
         {"role": "assistant", "content": None if answer.tool_calls else "", "refusal": None}
     ]
     deltas += [{"reasoning_content": w} for w in split_words(answer.reasoning or "")]
+    if answer.thinking_blocks:  # as litellm streams Anthropic's: text pieces, then the signature
+        for block in answer.thinking_blocks:
+            deltas += [
+                {"thinking_blocks": [{"type": "thinking", "thinking": w}]}
+                for w in split_words(block["thinking"])
+            ]
+            deltas.append(
+                {
+                    "thinking_blocks": [
+                        {"type": "thinking", "thinking": "", "signature": block["signature"]}
+                    ]
+                }
+            )
     deltas += [{"content": w} for w in split_words(answer.content or "")]
     for index, call in enumerate(answer.tool_calls):
         fn = call["function"]

@@ -20,6 +20,7 @@ ROW = {
     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
     "tool_call_id": None,
     "reasoning_content": "thought",
+    "thinking_blocks": [{"type": "thinking", "thinking": "thought", "signature": "sig"}],
     "sequence_number": 7,
     "turn_number": 3,
     "token_count": 11,
@@ -37,6 +38,8 @@ def test_a_row_becomes_the_same_message_validation_would_build() -> None:
     assert built.model_fields_set == set(ConversationMessage.model_fields)
     assert built.end_tokens == 131
     assert built.to_openai()["tool_calls"] == ROW["tool_calls"]
+    assert "thinking_blocks" not in built.to_openai()
+    assert built.to_openai(with_reasoning=True)["thinking_blocks"] == ROW["thinking_blocks"]
 
 
 def test_messages_built_from_rows_are_independent() -> None:

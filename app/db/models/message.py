@@ -36,6 +36,8 @@ class Message(Base):
     tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     tool_call_id: Mapped[str | None] = mapped_column(String(200))
     reasoning_content: Mapped[str | None] = mapped_column(Text)
+    # Thinking / redacted-thinking blocks with their signatures, exactly as the provider sent them.
+    thinking_blocks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     token_count: Mapped[int] = mapped_column(default=0)
     # Tokens of every earlier message of the conversation: lets a request load only the tail
     # that fits with one indexed range query, however long the conversation.

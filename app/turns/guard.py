@@ -1,4 +1,4 @@
-"""Around one chat request: per-key limits (rpm, budget reservation) and Idempotency-Key.
+"""Around one request of any door: per-key limits (rpm, budget reservation), Idempotency-Key.
 
 The budget reservation and the idempotency claim are held until the answer is complete:
 for a stream, until its last byte (or until the client goes away).
@@ -14,12 +14,12 @@ from typing import Any
 from fastapi import Request
 from starlette.responses import Response, StreamingResponse
 
-from app.chat.idempotency import IdempotentRequest, claim, request_fingerprint
 from app.core.state import AppState
 from app.keys.auth import Caller
 from app.keys.limits import Reservation
 from app.keys.wiring import get_key_limits
-from app.protocol.chat import ChatCompletionRequest
+from app.turns.idempotency import IdempotentRequest, claim, request_fingerprint
+from app.turns.stream import TurnStream
 
 __all__ = ["guarded"]
 
@@ -30,7 +30,7 @@ async def guarded(
     request: Request,
     state: AppState,
     caller: Caller,
-    body: ChatCompletionRequest,
+    payload: dict[str, Any],  # the door's request, for the Idempotency-Key fingerprint
     idempotency_key: str | None,
     answer: Callable[[], Awaitable[Response]],
 ) -> Response:
@@ -43,7 +43,7 @@ async def guarded(
                 state.database,
                 caller.tenant_id,
                 idempotency_key,
-                request_fingerprint(body.model_dump(mode="json")),
+                request_fingerprint(payload),
                 stale_after_s=state.settings.request_timeout_s + 60,
             )
             if isinstance(outcome, Response):
@@ -70,14 +70,13 @@ async def _tracked(
     claimed: IdempotentRequest | None,
 ) -> AsyncIterator[Any]:
     sent: list[bytes] = []
-    complete = False
     try:
         async for chunk in inner:
             if claimed is not None:
                 sent.append(chunk.encode() if isinstance(chunk, str) else bytes(chunk))
             yield chunk
-            complete = chunk == b"data: [DONE]\n\n"
     finally:
+        complete = isinstance(inner, TurnStream) and inner.completed
         if complete:
             stored = _Stored(response.status_code, "text/event-stream", response, b"".join(sent))
             await _finish_quietly(reservation, claimed, stored)

@@ -14,8 +14,6 @@ from typing import Any, cast
 from sqlalchemy import Table, insert
 
 from app.attachments.service import attachment_service
-from app.chat.models import ChatContext
-from app.chat.observe import observe_chat
 from app.context.assembler import AssembledContext, AssemblyInput, assemble
 from app.context.budget import BudgetPolicy, input_budget
 from app.context.engine import apply_context_engine
@@ -30,10 +28,14 @@ from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.memories.hooks import prepare_memory, schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
+from app.turns.context import TurnContext
+from app.turns.observe import observe_chat
 
 __all__ = ["Prepared", "prepare", "record"]
 
-_STORED_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content")
+_STORED_KEYS = (
+    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
+)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -61,7 +63,7 @@ def _budget_policy(state: AppState) -> BudgetPolicy:
     )
 
 
-def _passthrough(state: AppState, context: ChatContext) -> Prepared:
+def _passthrough(state: AppState, context: TurnContext) -> Prepared:
     request = context.request
     messages = [m.model_dump(exclude_none=True) for m in request.messages]
     tokens = state.tokens.count_messages(messages, request.model)
@@ -77,7 +79,7 @@ def _passthrough(state: AppState, context: ChatContext) -> Prepared:
     )
 
 
-async def prepare(state: AppState, context: ChatContext) -> Prepared:
+async def prepare(state: AppState, context: TurnContext) -> Prepared:
     request = context.request
     if not request.context.enabled:
         return _passthrough(state, context)

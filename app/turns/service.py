@@ -1,26 +1,45 @@
-"""POST /v1/chat/completions, non-streaming: prepare, call upstream, record, answer."""
+"""One turn, not streamed: prepare, call upstream, record, hand the result to the door."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
-from app.chat.models import ChatContext
-from app.chat.pipeline import Prepared, answer_message, costs, prepare, record
+from app.context.metadata import CostInfo
 from app.core.errors import ContextGateError
 from app.core.state import AppState
+from app.llm.responses import Usage
+from app.turns.context import TurnContext
+from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
 
-__all__ = ["complete_chat", "response_extensions"]
+__all__ = ["TurnResult", "record_failure", "run_turn"]
 
 logger = logging.getLogger(__name__)
 
 
-def response_extensions(prepared: Prepared, cost: Any) -> dict[str, Any]:
-    return {
-        "conversation_id": prepared.conversation_id,
-        "cost": cost.model_dump(),
-        "context_utilization": prepared.utilization.model_dump(mode="json"),
-    }
+@dataclass(slots=True)
+class TurnResult:
+    """What a door renders: the stored answer in chat form, its usage and cost."""
+
+    prepared: Prepared
+    message: dict[str, Any]  # role, content, tool_calls, reasoning_content, thinking_blocks
+    finish_reason: str | None
+    usage: Usage | None
+    cost: CostInfo
+    completion: dict[str, Any] | None = None  # the normalized chat.completion (not streamed)
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.prepared.conversation_id
+
+    def extensions(self) -> dict[str, Any]:
+        """contextgate's fields beside the door's own answer."""
+        return {
+            "conversation_id": self.prepared.conversation_id,
+            "cost": self.cost.model_dump(),
+            "context_utilization": self.prepared.utilization.model_dump(mode="json"),
+        }
 
 
 async def record_failure(state: AppState, prepared: Prepared, error: ContextGateError) -> None:
@@ -42,7 +61,7 @@ async def record_failure(state: AppState, prepared: Prepared, error: ContextGate
         )
 
 
-async def complete_chat(state: AppState, context: ChatContext) -> dict[str, Any]:
+async def run_turn(state: AppState, context: TurnContext) -> TurnResult:
     prepared = await prepare(state, context)
     request = prepared.request
     try:
@@ -55,8 +74,8 @@ async def complete_chat(state: AppState, context: ChatContext) -> dict[str, Any]
     response = completion.response
     choices = response.get("choices") or []
     message = choices[0]["message"] if choices else {"role": "assistant", "content": ""}
+    finish_reason = choices[0].get("finish_reason") if choices else None
     answer = answer_message(state, request.model, message)
     cost = costs(prepared, completion.prompt_cost, completion.completion_cost)
     await record(state, prepared, answer=answer, usage=completion.usage, cost=cost)
-    response.update(response_extensions(prepared, cost))
-    return response
+    return TurnResult(prepared, message, finish_reason, completion.usage, cost, response)

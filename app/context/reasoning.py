@@ -1,0 +1,45 @@
+"""Which messages carry their reasoning back upstream.
+
+Providers that think between tool calls need the thinking of the current tool loop (every
+assistant message since the newest user message) back exactly as they produced it: Anthropic
+rejects a loop whose thinking blocks are missing or altered, DeepSeek-style reasoners expect
+their ``reasoning_content``. Older turns' reasoning stays stored and shown, not resent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.context.metadata import ContextUtilization
+from app.conversations.messages import ConversationMessage
+
+__all__ = ["render_messages"]
+
+LOOP_CUT_NOTE = (
+    "reasoning of the current tool loop was not resent: the loop's start did not fit the "
+    "budget, and thinking blocks may only be resent with everything before them unchanged"
+)
+
+
+def _loop_start(sent: list[ConversationMessage]) -> int | None:
+    """Index of the newest user message, where the current tool loop starts."""
+    for index in range(len(sent) - 1, -1, -1):
+        if sent[index].role == "user":
+            return index
+    return None
+
+
+def render_messages(
+    sent: list[ConversationMessage], utilization: ContextUtilization
+) -> list[dict[str, Any]]:
+    start = _loop_start(sent)
+    carries = [
+        m.role == "assistant" and bool(m.thinking_blocks or m.reasoning_content) for m in sent
+    ]
+    if start is None:
+        if any(carries):
+            utilization.notes.append(LOOP_CUT_NOTE)
+        return [m.to_openai() for m in sent]
+    return [
+        m.to_openai(with_reasoning=index > start and carries[index]) for index, m in enumerate(sent)
+    ]

@@ -1,0 +1,1 @@
+"""The shared turn pipeline behind every door: prepare, call upstream, stream, record."""
