@@ -20,6 +20,7 @@ from app.core.database import create_database
 from app.core.errors import install_error_handlers
 from app.core.limits import BodySizeLimitMiddleware
 from app.core.middleware import RequestContextMiddleware
+from app.core.openapi import install_openapi
 from app.core.redact import configure_redaction
 from app.core.settings import Settings, load_settings
 from app.core.state import AppState
@@ -178,4 +179,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(keys_router)
     app.include_router(system_router)
     install_ui(app)
+    install_openapi(app)
     return app

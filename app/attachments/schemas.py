@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.timestamps import UtcDatetime
 
 __all__ = ["AttachmentCreate", "AttachmentDeleted", "AttachmentDetail", "AttachmentInfo"]
 
@@ -28,7 +29,7 @@ class AttachmentInfo(BaseModel):
     size_bytes: int
     char_count: int
     content_hash: str
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 class AttachmentDetail(AttachmentInfo):

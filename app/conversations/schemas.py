@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from app.conversations.messages import ReasoningStep
+from app.core.timestamps import UtcDatetime
 
 __all__ = [
     "ConversationDeleted",
@@ -25,8 +25,8 @@ class ConversationSummary(BaseModel):
     model: str | None
     message_count: int
     total_tokens: int
-    created_at: datetime
-    updated_at: datetime
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
 
 
 class StoredMessage(BaseModel):

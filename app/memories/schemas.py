@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.timestamps import UtcDatetime
 
 __all__ = [
     "MEMORY_TYPES",
@@ -85,8 +86,8 @@ class MemoryOut(BaseModel):
     source: str
     conversation_id: str | None
     superseded_by: str | None
-    created_at: datetime
-    updated_at: datetime
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
 
 
 class MemoryList(BaseModel):
@@ -121,4 +122,4 @@ class SummaryOut(BaseModel):
     merged_into: str | None
     model: str | None
     cost: float
-    created_at: datetime
+    created_at: UtcDatetime
