@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Request
-
 from app.core.database import Database
 from app.core.logging import install_redaction, register_secret
 from app.core.settings import Settings
-from app.core.state import AppState
 from app.keys.auth import Caller
 from app.keys.limits import KeyLimits
 from app.keys.repository import key_repository
@@ -21,7 +18,6 @@ __all__ = [
     "build_auth_throttle",
     "build_key_limits",
     "build_key_service",
-    "get_key_limits",
     "install_secrets",
 ]
 
@@ -54,9 +50,3 @@ def build_auth_throttle(settings: Settings, redis: Any | None) -> AuthThrottle:
         settings.auth_failure_window_s,
         redis=redis,
     )
-
-
-def get_key_limits(request: Request) -> KeyLimits:
-    """Transitional, for app/chat/guard.py until it reads ``state.limits`` (the turns move)."""
-    state: AppState = request.app.state.contextgate
-    return state.limits

@@ -17,7 +17,6 @@ from starlette.responses import Response, StreamingResponse
 from app.core.state import AppState
 from app.keys.auth import Caller
 from app.keys.limits import Reservation
-from app.keys.wiring import get_key_limits
 from app.turns.idempotency import IdempotentRequest, claim, request_fingerprint
 from app.turns.stream import TurnStream
 
@@ -34,8 +33,7 @@ async def guarded(
     idempotency_key: str | None,
     answer: Callable[[], Awaitable[Response]],
 ) -> Response:
-    limits = get_key_limits(request)
-    reservation = await limits.admit(caller) if limits is not None else Reservation()
+    reservation = await state.limits.admit(caller)
     claimed: IdempotentRequest | None = None
     try:
         if idempotency_key is not None:

@@ -15,13 +15,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from starlette.responses import Response
 
 from app.core.database import Database
 from app.core.errors import BadRequest, Conflict
 from app.db.models import IdempotencyRecord
+from app.turns.repository import idempotency_repository as repository
 
 __all__ = ["IdempotentRequest", "claim", "request_fingerprint"]
 
@@ -48,12 +48,6 @@ class IdempotentRequest:
         self._database, self.tenant_id, self.key = database, tenant_id, key
         self._open = True
 
-    def _where(self) -> Any:
-        return (
-            IdempotencyRecord.tenant_id == self.tenant_id,
-            IdempotencyRecord.idempotency_key == self.key,
-        )
-
     async def finish(
         self, status_code: int, media_type: str, headers: dict[str, str], body: bytes
     ) -> None:
@@ -61,9 +55,9 @@ class IdempotentRequest:
             return
         self._open = False
         async with self._database.writing() as session:
-            row = (
-                await session.execute(select(IdempotencyRecord).where(*self._where()))
-            ).scalar_one()
+            row = await repository.by_key(session, self.tenant_id, self.key)
+            if row is None:  # taken over and finished elsewhere: nothing to store
+                return
             row.status = "done"
             row.status_code = status_code
             row.media_type = media_type
@@ -75,11 +69,7 @@ class IdempotentRequest:
             return
         self._open = False
         async with self._database.writing() as session:
-            await session.execute(
-                delete(IdempotencyRecord).where(
-                    *self._where(), IdempotencyRecord.status == "pending"
-                )
-            )
+            await repository.delete_pending(session, self.tenant_id, self.key)
 
 
 async def claim(
@@ -100,11 +90,7 @@ async def claim(
     now = datetime.now(UTC)
     try:
         async with database.writing() as session:
-            statement = select(IdempotencyRecord).where(
-                IdempotencyRecord.tenant_id == tenant_id,
-                IdempotencyRecord.idempotency_key == key,
-            )
-            row = (await session.execute(statement.with_for_update())).scalar_one_or_none()
+            row = await repository.by_key(session, tenant_id, key, for_update=True)
             if row is not None:
                 if row.request_hash != fingerprint:
                     raise BadRequest(
@@ -129,14 +115,15 @@ async def claim(
                     )
                 row.created_at = now  # its process died: take the claim over
             else:
-                session.add(
+                await repository.add(
+                    session,
                     IdempotencyRecord(
                         tenant_id=tenant_id,
                         idempotency_key=key,
                         request_hash=fingerprint,
                         status="pending",
                         created_at=now,
-                    )
+                    ),
                 )
     except IntegrityError:
         raise Conflict(

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, cast
-
-from sqlalchemy import Table, insert
+from typing import Any
 
 from app.attachments.service import attachment_service
 from app.context.assembler import AssembledContext, AssemblyInput, assemble
@@ -23,13 +21,14 @@ from app.conversations.history import load_history_window
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
 from app.core.state import AppState
-from app.db.models import RequestLog, new_id
+from app.db.models import new_id
 from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.memories.hooks import prepare_memory, schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
 from app.turns.context import TurnContext
 from app.turns.observe import observe_chat
+from app.turns.repository import request_log_repository
 
 __all__ = ["Prepared", "prepare", "record"]
 
@@ -196,9 +195,8 @@ async def record(
                 request_id=prepared.request_id,
                 prompt_tokens=usage.prompt_tokens if usage else None,
             )
-        connection = await session.connection()  # a plain INSERT: no unit of work to flush
-        await connection.execute(
-            _INSERT_REQUEST_LOG,
+        await request_log_repository.insert(
+            session,
             {
                 "id": prepared.request_id,
                 "tenant_id": prepared.caller.tenant_id,
@@ -222,9 +220,6 @@ async def record(
     observe_chat(prepared, usage, cost, status)
     if answer is not None:  # background compaction / memory extraction, as they are due
         schedule_memory_work(state, prepared, usage)
-
-
-_INSERT_REQUEST_LOG = insert(cast(Table, RequestLog.__table__))
 
 
 def new_request_id() -> str:
