@@ -32,6 +32,7 @@ from app.keys.wiring import (
     install_secrets,
 )
 from app.llm.client import LLMClient, RetryPolicy
+from app.llm.reach import HelperModels
 from app.llm.routing import ModelRouter, load_model_list
 from app.memories.router import router as memories_router
 from app.memories.runtime import MemoryRuntime
@@ -71,6 +72,7 @@ def build_state(settings: Settings) -> AppState:
         pool_size=settings.db_pool_size,
         busy_timeout_ms=settings.sqlite_busy_timeout_ms,
     )
+    router = build_router(settings)
     llm = LLMClient(
         router,
         timeout_s=settings.request_timeout_s,
@@ -97,6 +99,7 @@ def build_state(settings: Settings) -> AppState:
         redis=redis,
         key_resolver=keys.resolve if keys is not None else None,
         summary_cache=build_summary_cache(settings),
+        helpers=HelperModels.check(settings, router),
     )
 
 
@@ -155,6 +158,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         install_secrets(settings)
         state = build_state(settings)
         app.state.contextgate = state
+        if state.helpers is not None:
+            state.helpers.log_fallbacks()
         state.llm.warm_up(embeddings=settings.embedding_model is not None)
         _freeze_startup_objects()
         try:

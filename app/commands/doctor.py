@@ -188,13 +188,75 @@ async def _tiny_completion(name: str, deployment: Any) -> Check:
     return Check(name, True, f"a 1-token completion with {deployment.litellm_model} answered")
 
 
+async def _deployment_check(name: str, deployment: Any) -> Check:
+    """A model_list entry without an api_base: its provider key first, then a tiny call."""
+    from app.llm.reach import credentials_problem
+
+    problem = credentials_problem(deployment.litellm_model, deployment.params.get("api_key"))
+    if problem is not None:
+        return Check(
+            name,
+            False,
+            problem,
+            "export the provider's key, or give the entry an api_key (os.environ/NAME)",
+        )
+    return await _tiny_completion(name, deployment)
+
+
+def _no_upstream_check() -> Check:
+    """Neither an upstream nor a model_list: litellm needs some provider key."""
+    from app.llm.reach import PROVIDER_KEY_VARIABLES
+
+    present = [name for name in PROVIDER_KEY_VARIABLES if os.environ.get(name)]
+    if not present:
+        return Check(
+            "upstream",
+            False,
+            "none configured, and no provider key in the environment: no model can answer",
+            "set CONTEXTGATE_UPSTREAM_BASE_URL (Ollama, vLLM, llama.cpp, a gateway), "
+            "CONTEXTGATE_CONFIG, or a provider key such as OPENAI_API_KEY; "
+            "or try it offline: contextgate serve --demo",
+        )
+    return Check(
+        "upstream",
+        True,
+        f"none configured: model names go to litellm with {', '.join(present)}",
+    )
+
+
+def check_helper_models(settings: Settings, router: Any) -> list[Check]:
+    """The planner, summarizer and embedding models must have a route of their own."""
+    from app.llm.reach import route_problem
+
+    served = ", ".join(router.configured_names())
+    checks = []
+    for role, name in (
+        ("planner", settings.planner_model),
+        ("summarizer", settings.summarizer_model),
+        ("embedding", settings.embedding_model),
+    ):
+        if name is None:
+            continue
+        problem = route_problem(router, name)
+        if problem is None:
+            checks.append(Check(f"{role} model", True, f"{name} has a route"))
+            continue
+        instead = "the embedded embedder" if role == "embedding" else "each request's own model"
+        fix = f"set CONTEXTGATE_{role.upper()}_MODEL to a served model"
+        fix += f" (one of: {served})" if served else ""
+        fix += f", or add '{name}' to the model_list"
+        checks.append(Check(f"{role} model", False, f"{problem}; {instead} is used instead", fix))
+    return checks
+
+
 async def check_upstreams(settings: Settings) -> list[Check]:
-    from app.llm.routing import ConfigError, load_model_list
+    from app.llm.routing import ConfigError, ModelRouter, load_model_list
 
     checks: list[Check] = []
+    key = settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
     if settings.upstream_base_url:
-        key = settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
         checks.append(await _get_models("upstream", settings.upstream_base_url, key))
+    deployments: list[Any] = []
     if settings.config is not None:
         try:
             deployments, _ = load_model_list(settings.config)
@@ -210,16 +272,11 @@ async def check_upstreams(settings: Settings) -> list[Check]:
                 seen.add(str(base))
                 checks.append(await _get_models(name, str(base), deployment.params.get("api_key")))
             else:
-                checks.append(await _tiny_completion(name, deployment))
+                checks.append(await _deployment_check(name, deployment))
     if not checks:
-        checks.append(
-            Check(
-                "upstream",
-                True,
-                "none configured: model names go to litellm with the provider keys "
-                "(OPENAI_API_KEY, …); set CONTEXTGATE_UPSTREAM_BASE_URL or CONTEXTGATE_CONFIG",
-            )
-        )
+        checks.append(_no_upstream_check())
+    router = ModelRouter(deployments, upstream_base_url=settings.upstream_base_url)
+    checks.extend(check_helper_models(settings, router))
     return checks
 
 

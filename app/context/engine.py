@@ -38,6 +38,7 @@ from app.conversations.messages import ConversationMessage
 from app.core.errors import ContextGateError
 from app.core.state import AppState
 from app.llm.client import RetryPolicy
+from app.llm.reach import helper_models
 from app.protocol.chat import ChatCompletionRequest
 from app.protocol.goal import ContextGoal
 
@@ -72,6 +73,7 @@ class EngineResult:
     def annotate(self, utilization: ContextUtilization) -> None:
         utilization.goal = self.goal
         if not self.artifacts or self.execution is None:
+            utilization.notes.extend(self.notes)
             return
         execution = self.execution
         utilization.strategy = self.strategy
@@ -103,11 +105,12 @@ class EngineResult:
 
 def model_config_for(state: AppState, request: ChatCompletionRequest) -> ModelConfig:
     settings = state.settings
+    helpers = helper_models(state)
     return ModelConfig(
         primary=request.model,
-        planner=request.context.planner_model or settings.planner_model,
-        summarizer=request.context.summarizer_model or settings.summarizer_model,
-        embedding=settings.embedding_model,
+        planner=helpers.planner_for(request.context.planner_model, request.model),
+        summarizer=helpers.summarizer_for(request.context.summarizer_model, request.model),
+        embedding=helpers.embedding,
         primary_info=state.llm.model_info(request.model),
         expensive_threshold=settings.expensive_input_cost_per_token,
     )
@@ -291,7 +294,12 @@ async def apply_context_engine(
         attachments=attachments,
     )
     artifacts = context.all_artifacts()
-    result = EngineResult(artifacts=artifacts, goal=request.context.goal)
+    # A planner/summarizer/embedding model without a route: said on every request it affects.
+    result = EngineResult(
+        artifacts=artifacts,
+        goal=request.context.goal,
+        notes=helper_models(state).notes(request.model),
+    )
     if not artifacts:
         return result
     engine = _Engine(state, request, tenant_id)

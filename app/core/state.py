@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from app.keys.service import KeyService
     from app.keys.throttle import AuthThrottle
     from app.llm.client import LLMClient
+    from app.llm.reach import HelperModels
     from app.memories.runtime import MemoryRuntime
 
 __all__ = ["AppState", "get_state"]
@@ -52,6 +53,8 @@ class AppState:
     background: set[Any] = field(default_factory=set)
     # Summaries of artifacts, in-process or Redis (None: no caching).
     summary_cache: SummaryCache | None = None
+    # The planner/summarizer/embedding models checked at start (app/llm/reach.py); None: as set.
+    helpers: HelperModels | None = None
 
 
 async def get_state(request: Request) -> AppState:

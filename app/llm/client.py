@@ -304,8 +304,10 @@ class LLMClient:
         policy = retry or self.retry
         deployments = self.router.resolve(model_name)
         error: ContextGateError | None = None
+        tries = 0
         for deployment in deployments:
             for attempt in range(policy.max_retries + 1):
+                tries += 1
                 started = time.perf_counter()
                 try:
                     result = await call(deployment)
@@ -336,4 +338,9 @@ class LLMClient:
             if error is not None and error.status_code in (400, 413, 422):
                 break  # the request itself is wrong: another deployment will say the same
         assert error is not None
+        if error.code == "model_not_found":
+            error = self.router.not_served(model_name, error.message)
+        if tries > 1:
+            # The SDKs would retry on top of these tries (the OpenAI SDKs honour this header).
+            error.headers = {**error.headers, "x-should-retry": "false"}
         raise error

@@ -180,8 +180,9 @@ def _map(exc: BaseException, model: str) -> ContextGateError:
             status_code=502,
             code="upstream_auth_failed",
         )
-    if status == 404:
-        return NotFound(message, code="model_not_found", param="model")
+    if status == 404 or (status == 400 and "LLM Provider NOT provided" in message):
+        # An unknown name: the upstream's 404, or litellm finding no provider for it.
+        return NotFound(message.split("\n", 1)[0], code="model_not_found", param="model")
     if status in (400, 422):
         return BadRequest(message, code=_upstream_code(exc))
     return UpstreamError(

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from app.core.errors import NotFound
+
 __all__ = ["ConfigError", "Deployment", "ModelRouter", "is_anthropic", "load_model_list"]
 
 
@@ -141,9 +143,37 @@ class ModelRouter:
         configured = self._by_name.get(model_name)
         return configured[0] if configured else self._direct(model_name)[0]
 
+    def serves(self, model_name: str) -> bool:
+        """False only for a name outside the model_list when no upstream takes the others
+        (in pass-through mode litellm decides, see ``not_served``)."""
+        return bool(model_name in self._by_name or self._upstream_base_url or not self._by_name)
+
+    def not_served(self, model_name: str, detail: str | None = None) -> NotFound:
+        """404 ``model_not_found`` whose message lists what this server does serve."""
+        names = ", ".join(self.configured_names())
+        if self._upstream_base_url:
+            served = (
+                f"{names + ' and ' if names else ''}the models the upstream serves "
+                "(GET /v1/models lists them)"
+            )
+        elif names:
+            served = names
+        else:
+            served = (
+                "any model litellm knows, named with its provider (e.g. openai/gpt-4o-mini), "
+                "whose key is set; CONTEXTGATE_CONFIG or CONTEXTGATE_UPSTREAM_BASE_URL serve others"
+            )
+        message = f"The model '{model_name}' is not served here. Served models: {served}."
+        if detail:
+            message += f" ({detail})"
+        return NotFound(message, code="model_not_found", param="model")
+
     def resolve(self, model_name: str) -> list[Deployment]:
         """Deployments to try in order: this name's, then its configured fallbacks'."""
+        if not self.serves(model_name):
+            raise self.not_served(model_name)
         chain = self._direct(model_name)
         for fallback in self._fallbacks.get(model_name, []):
-            chain.extend(self._direct(fallback))
+            if self.serves(fallback):
+                chain.extend(self._direct(fallback))
         return chain

@@ -15,6 +15,7 @@ from typing import Any
 
 from app.conversations.service import ResolvedConversation
 from app.core.state import AppState
+from app.llm.reach import helper_models
 from app.llm.responses import Usage
 from app.memories.compaction import CompactionReport, Compactor
 from app.memories.extraction import extraction_due, run_extraction
@@ -46,7 +47,7 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
     settings = state.settings
     tenant_id = prepared.caller.tenant_id
     budget = prepared.utilization.max_input_tokens
-    model = request.context.summarizer_model or settings.summarizer_model
+    model = helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
     ratio = compaction_ratio(state, request.context.compaction_ratio, request.model)
     if usage is not None and budget and usage.prompt_tokens > ratio * budget:
         _spawn(

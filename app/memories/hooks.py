@@ -25,6 +25,7 @@ from app.context.tokens import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
 from app.core.state import AppState
+from app.llm.reach import helper_models
 from app.memories.background import schedule_memory_work
 from app.memories.bundle import render_bundle
 from app.memories.compaction import CompactionReport, Compactor, summary_views
@@ -91,7 +92,8 @@ class MemoryContext:
 
 
 def summarizer_model(state: AppState, context: TurnContext) -> str:
-    return context.request.context.summarizer_model or state.settings.summarizer_model
+    request = context.request
+    return helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
 
 
 def _fixed_tokens(resolved: ResolvedConversation, new: list[ConversationMessage]) -> int:

@@ -132,7 +132,7 @@ async def test_429_is_retried_and_keeps_retry_after(
     route = upstream.post(URL).mock(return_value=limited)
     error = await failure(llm(retries=2))
     assert isinstance(error, RateLimited)
-    assert error.headers == {"Retry-After": "1"}
+    assert error.headers == {"Retry-After": "1", "x-should-retry": "false"}  # retried here
     assert "slow down" in error.message
     assert route.call_count == 3
     # Longer than the policy's max backoff: given up at once, the header still passed on.

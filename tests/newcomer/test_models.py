@@ -1,0 +1,109 @@
+"""Issue 17 points 2 and 9: unknown models, helper models without a route, stacked retries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from app.core.settings import Settings
+from tests.fake_upstream import FakeUpstream
+from tests.support.models import fake_model_list
+
+DOC = "\n\n".join(f"Section {i}: the orchard grows apples in row {i}." for i in range(150))
+
+
+def _chat(model: str, **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": "What grows?"}], **extra}
+
+
+@pytest.fixture
+async def listed_only(
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+    tmp_path: Path,
+) -> httpx.AsyncClient:
+    """A model_list with two names and no upstream for the others (planner: the default)."""
+    config = fake_model_list(tmp_path, fake_upstream, names=("fake-model", "local"))
+    client: httpx.AsyncClient = await client_for(
+        make_settings(upstream_base_url=None, config=config)
+    )
+    return client
+
+
+async def test_unknown_model_is_404_naming_the_served_models(
+    listed_only: httpx.AsyncClient, fake_upstream: FakeUpstream
+) -> None:
+    response = await listed_only.post("/v1/chat/completions", json=_chat("gpt-5-nope"))
+    assert response.status_code == 404, response.text
+    error = response.json()["error"]
+    assert error["code"] == "model_not_found"
+    assert error["param"] == "model"
+    assert "gpt-5-nope" in error["message"]
+    assert "fake-model, local" in error["message"]
+    assert fake_upstream.requests() == []
+    listed = (await listed_only.get("/v1/conversations")).json()
+    assert listed["data"] == []  # nothing stored
+
+
+async def test_unknown_model_without_any_routing_is_404(
+    client_for: Callable[[Settings], Any], make_settings: Callable[..., Settings]
+) -> None:
+    """Neither a model_list nor an upstream: litellm finds no provider for the name."""
+    client = await client_for(make_settings(upstream_base_url=None))
+    response = await client.post("/v1/chat/completions", json=_chat("nonsense-model-17"))
+    assert response.status_code == 404, response.text
+    error = response.json()["error"]
+    assert error["code"] == "model_not_found"
+    assert "nonsense-model-17" in error["message"]
+    assert "openai/gpt-4o-mini" in error["message"]  # how to name a model litellm knows
+
+
+async def test_unroutable_planner_falls_back_to_the_request_model(
+    listed_only: httpx.AsyncClient, fake_upstream: FakeUpstream
+) -> None:
+    stored = (await listed_only.post("/v1/attachments", json={"content": DOC})).json()
+    decision = {"artifact_id": stored["id"], "strategy": "include_full", "priority": 1}
+    plan = {"artifacts": [decision], "reasoning": "the request's own model planned"}
+    fake_upstream.script("fake-model", [orjson.dumps(plan).decode(), "Apples."])
+    response = await listed_only.post(
+        "/v1/chat/completions",
+        json=_chat(
+            "fake-model",
+            attachments=[{"attachment_id": stored["id"]}],
+            context={"planning": "always", "max_input_tokens": 6000},
+        ),
+    )
+    assert response.status_code == 200, response.text
+    utilization = response.json()["context_utilization"]
+    assert utilization["llm_planning_used"] is True, utilization["notes"]
+    assert any(
+        "planner model 'gpt-4o-mini' has no route" in note and "'fake-model'" in note
+        for note in utilization["notes"]
+    ), utilization["notes"]
+    models = [request["body"]["model"] for request in fake_upstream.requests()]
+    assert models == ["fake-model", "fake-model"]  # the planner call, then the answer
+
+
+async def test_retried_errors_tell_the_sdk_not_to_retry_again(
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+) -> None:
+    client = await client_for(make_settings(max_retries=1, retry_backoff_s=0.01))
+    fake_upstream.faults("*", [{"status": 503}] * 2)
+    response = await client.post("/v1/chat/completions", json=_chat("gpt-4o-mini"))
+    assert response.status_code == 502, response.text
+    assert response.headers["x-should-retry"] == "false"
+    assert fake_upstream.stats()["calls"] == 2
+
+    once = await client_for(make_settings(max_retries=0))
+    fake_upstream.faults("*", [{"status": 503}])
+    response = await once.post("/v1/chat/completions", json=_chat("gpt-4o-mini"))
+    assert response.status_code == 502
+    assert "x-should-retry" not in response.headers  # not retried here: the SDK may
