@@ -72,7 +72,6 @@ def build_state(settings: Settings) -> AppState:
         pool_size=settings.db_pool_size,
         busy_timeout_ms=settings.sqlite_busy_timeout_ms,
     )
-    router = build_router(settings)
     llm = LLMClient(
         router,
         timeout_s=settings.request_timeout_s,
