@@ -212,6 +212,7 @@ _WITH_SUMMARIES = (
         and_(
             ConversationSummaryRow.conversation_id == Conversation.id,
             ConversationSummaryRow.merged_into.is_(None),
+            ConversationSummaryRow.kind == "compaction",
         ),
     )
     .where(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -10,7 +11,10 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
-__all__ = ["Settings", "SettingsError", "load_settings"]
+__all__ = ["MEMORY_TEMPLATE_FIELDS", "Settings", "SettingsError", "load_settings"]
+
+# The fields CONTEXTGATE_MEMORY_TEMPLATE may use (app/memories/template.py fills them).
+MEMORY_TEMPLATE_FIELDS = frozenset({"type", "importance", "age", "content", "key", "date"})
 
 
 class SettingsError(Exception):
@@ -153,6 +157,15 @@ class Settings(BaseSettings):
             raise ValueError(f"not a usable SQLAlchemy URL ({exc})") from None
         if not getattr(dialect, "is_async", False):
             raise ValueError(f"'{dialect.driver}' is not an async driver; use aiosqlite or asyncpg")
+        return value
+
+    @field_validator("memory_template")
+    @classmethod
+    def _known_template_fields(cls, value: str) -> str:
+        for _, name, _, _ in string.Formatter().parse(value):
+            if name is not None and name not in MEMORY_TEMPLATE_FIELDS:
+                known = " ".join("{" + f + "}" for f in sorted(MEMORY_TEMPLATE_FIELDS))
+                raise ValueError(f"unknown field {{{name}}}; known: {known}")
         return value
 
     @field_validator("log_level", mode="before")

@@ -29,9 +29,10 @@ from app.llm.reach import helper_models
 from app.memories.background import schedule_memory_work
 from app.memories.bundle import render_bundle
 from app.memories.compaction import CompactionReport, Compactor, summary_views
-from app.memories.injection import inject, insert_bundle, render_context
+from app.memories.injection import inject, insert_bundle
+from app.memories.memory_block import MemorySelection, date_prefix_wanted, select_memories
 from app.memories.repository import memory_repository
-from app.memories.retrieval import Retrieved, retrieve
+from app.memories.retrieval import Retrieved
 from app.turns.context import TurnContext
 
 __all__ = ["MemoryContext", "prepare_memory", "schedule_memory_work"]
@@ -50,6 +51,7 @@ class MemoryContext:
     context_block: str = ""
     context_tokens: int = 0
     injected: list[Retrieved] = field(default_factory=list)
+    injected_report: list[dict[str, Any]] = field(default_factory=list)
     compaction: dict[str, Any] | None = None
     summarizer_cost: float = 0.0
     summarizer_calls: int = 0
@@ -77,9 +79,7 @@ class MemoryContext:
         utilization.messages_included += added
         utilization.breakdown.memory += self.reserved_tokens
         utilization.compaction = self.compaction
-        utilization.memories_injected = [
-            {"id": m.id, "score": m.score, "memory_type": m.memory_type} for m in self.injected
-        ]
+        utilization.memories_injected = self.injected_report
         if self.summarizer_cost:
             utilization.planning_cost.summarizer_cost += self.summarizer_cost
             utilization.planning_cost.total_cost += self.summarizer_cost
@@ -132,7 +132,8 @@ async def prepare_memory(
     if conversation is not None and conversation.message_count:
         await _compaction_and_bundle(state, context, session, resolved, new, budget, fixed, memory)
     user_texts = [text_of(m.content) for m in new if m.role == "user"]
-    if request.context.memory and request.user and user_texts:
+    wanted = request.context.memory and request.user
+    if user_texts and (wanted or date_prefix_wanted(state, request.context)):
         room = budget - fixed - memory.bundle_tokens
         await _retrieval(state, context, session, user_texts[-1], room, memory)
     return memory
@@ -237,26 +238,24 @@ async def _retrieval(
     room: int,
     memory: MemoryContext,
 ) -> None:
+    """Facts, retrieved memories and the date (app/memories/memory_block.py) as one block."""
     request = context.request
     model = request.model
-    assert request.user is not None
-    try:
-        found = await retrieve(
-            state,
-            session,
-            context.caller.tenant_id,
-            request.user,
-            query,
-            count=lambda text: state.tokens.count_text(text, model),
-            notes=memory.notes,
-        )
-    except Exception as exc:  # memory must never fail the request
-        logger.warning("memory retrieval failed", exc_info=True)
-        memory.notes.append(f"memory retrieval failed ({type(exc).__name__}); none injected")
+    now = datetime.now(UTC)
+    selection = MemorySelection()
+    if request.context.memory and request.user:
+        try:
+            selection = await select_memories(
+                state, session, context.caller.tenant_id, request.user, query, request.context,
+                count=lambda text: state.tokens.count_text(text, model),
+                notes=memory.notes, now=now,
+            )  # fmt: skip
+        except Exception as exc:  # memory must never fail the request
+            logger.warning("memory retrieval failed", exc_info=True)
+            memory.notes.append(f"memory retrieval failed ({type(exc).__name__}); none injected")
+    if selection.empty and not date_prefix_wanted(state, request.context):
         return
-    if not found:
-        return
-    block = render_context(found, datetime.now(UTC))
+    block = selection.render(now, state.settings.memory_template)
     tokens = state.tokens.count_text(block, model) + 2
     if memory.mode != "user_prefix":
         tokens += MESSAGE_OVERHEAD
@@ -265,4 +264,5 @@ async def _retrieval(
         return
     memory.context_block = block
     memory.context_tokens = tokens
-    memory.injected = found
+    memory.injected = selection.memories
+    memory.injected_report = selection.report()

@@ -1,7 +1,7 @@
 """Put retrieved long-term memories (and the compaction bundle) into the outgoing messages.
 
 Modes (``context.memory_injection``):
-    user_prefix     "[CONTEXT: <date and time>, memories: …]" before the newest user text; the
+    user_prefix     "[CONTEXT: <date and time>]" + facts + memories before the newest user text; the
                     system prompt stays byte-identical, so providers' prompt caches keep hitting.
     system_append   the same block appended to the system prompt (one is added if none).
     context_message the block as its own system message right before the newest user message.
@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from app.memories.retrieval import Retrieved
+from app.memories.template import DEFAULT_TEMPLATE, Line, render_block
 
 __all__ = ["inject", "insert_bundle", "render_context", "render_memories"]
 
@@ -24,9 +25,12 @@ def render_memories(memories: Sequence[Retrieved]) -> str:
     return "; ".join(f"({m.memory_type}) {' '.join(m.content.split())}" for m in memories)
 
 
-def render_context(memories: Sequence[Retrieved], now: datetime) -> str:
-    stamp = now.strftime("%Y-%m-%d %H:%M UTC")
-    return f"[CONTEXT: {stamp}, memories: {render_memories(memories)}]"
+def render_context(
+    memories: Sequence[Retrieved], now: datetime, template: str = DEFAULT_TEMPLATE
+) -> str:
+    """The context block for retrieved memories alone (see app/memories/template.py)."""
+    lines = [Line(m.memory_type, m.importance, m.content, m.updated_at) for m in memories]
+    return render_block([], lines, now, template)
 
 
 def _prefix_content(content: Any, block: str) -> Any:

@@ -91,6 +91,7 @@ class MemoryRepository(TenantRepository[Memory]):
             .where(
                 ConversationSummaryRow.conversation_id == conversation_id,
                 ConversationSummaryRow.merged_into.is_(None),
+                ConversationSummaryRow.kind == "compaction",  # periodic ones are not the bundle
             )
             .order_by(ConversationSummaryRow.first_turn)
         )
@@ -146,6 +147,7 @@ class MemoryRepository(TenantRepository[Memory]):
                 self.tenant_clause(tenant_id),
                 Memory.user_id == user,
                 Memory.superseded_by.is_(None),
+                Memory.key.is_(None),  # key/value facts are injected in full, not retrieved
             )
             .order_by(Memory.created_at, Memory.id)
         )
@@ -194,6 +196,19 @@ class MemoryRepository(TenantRepository[Memory]):
             .values(superseded_by=by, updated_at=when)
         )
         await session.execute(statement)
+
+    async def facts(
+        self, session: AsyncSession, tenant_id: str, user: str, key: str | None = None
+    ) -> list[Memory]:
+        """The user's active key/value facts (or the one of ``key``), newest first."""
+        statement = select(Memory).where(
+            Memory.tenant_id == tenant_id,
+            Memory.user_id == user,
+            Memory.superseded_by.is_(None),
+            Memory.key.is_not(None) if key is None else Memory.key == key,
+        )
+        statement = statement.order_by(Memory.updated_at.desc(), Memory.id)
+        return list((await session.execute(statement)).scalars())
 
     async def delete_memory(self, session: AsyncSession, memory: Memory) -> None:
         await session.delete(memory)

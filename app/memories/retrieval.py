@@ -63,6 +63,7 @@ class Retrieved:
     importance: int
     score: float
     similarity: float
+    updated_at: datetime | None = None  # for the age in the injected line
 
 
 def _tokenize(texts: list[str]) -> list[list[str]]:
@@ -193,6 +194,7 @@ def rank(
                 candidate.importance,
                 round(float(scores[i]), 6),
                 round(float(similarities[i]), 6),
+                candidate.updated_at,
             )
         )
         used += tokens

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from app.core.deps import CallerDep, StateDep
 from app.db.models import Memory
 from app.memories.embeddings import EmbeddingFailed, embed
+from app.memories.facts import upsert_fact
 from app.memories.schemas import MemoryCreate, MemoryDeleted, MemoryList, MemoryOut, UserForgotten
 from app.memories.service import NewMemory, memory_service
 
@@ -21,6 +22,7 @@ def _out(memory: Memory) -> MemoryOut:
         id=memory.id,
         user=memory.user_id,
         content=memory.content,
+        key=memory.key,
         memory_type=memory.memory_type,
         importance=memory.importance,
         confidence=memory.confidence,
@@ -45,9 +47,22 @@ async def list_memories(
 
 @router.post("", response_model=MemoryOut)
 async def add_memory(body: MemoryCreate, caller: CallerDep, state: StateDep) -> MemoryOut:
+    if body.key is not None and body.value is not None:
+        async with state.database.writing() as session:
+            upserted = await upsert_fact(
+                session,
+                caller.tenant_id,
+                body.user,
+                key=body.key.strip(),
+                value=body.value,
+                memory_type=body.memory_type or "fact",
+                importance=body.importance,
+            )
+        return _out(upserted.memory)
+    assert body.content is not None
     new = NewMemory(
         content=body.content,
-        memory_type=body.memory_type,
+        memory_type=body.memory_type or "note",
         importance=body.importance,
         supersedes=tuple(body.supersedes),
     )

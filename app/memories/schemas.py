@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.core.timestamps import UtcDatetime
 
@@ -65,14 +65,33 @@ class ExtractionOutput(BaseModel):
 
 # ---- API ------------------------------------------------------------------------------------
 class MemoryCreate(BaseModel):
+    """A free-text memory (``content``), or a key/value fact (``key`` and ``value``)."""
+
     model_config = ConfigDict(extra="forbid")
 
     user: str = Field(min_length=1, max_length=200)
-    content: str = Field(min_length=1, max_length=8000)
-    memory_type: MemoryType = "note"
+    content: str | None = Field(default=None, min_length=1, max_length=8000)
+    key: str | None = Field(default=None, min_length=1, max_length=200)
+    value: str | None = Field(default=None, min_length=1, max_length=8000)
+    memory_type: MemoryType | None = None  # default: "note", or "fact" for a key/value fact
     importance: int = Field(5, ge=1, le=10)
     # Ids of memories this one replaces (they stay stored, marked superseded).
     supersedes: list[str] = Field(default_factory=list, max_length=20)
+
+    @model_validator(mode="after")
+    def _content_or_key_value(self) -> MemoryCreate:
+        if self.key is not None or self.value is not None:
+            if self.key is None or self.value is None:
+                raise ValueError("a fact needs both 'key' and 'value'")
+            if self.content is not None:
+                raise ValueError("send 'content', or 'key' and 'value', not both")
+            if self.supersedes:
+                raise ValueError("a fact supersedes the old value of its key by itself")
+            if not self.key.strip():
+                raise ValueError("'key' must not be blank")
+        elif self.content is None:
+            raise ValueError("a memory needs 'content', or 'key' and 'value'")
+        return self
 
 
 class MemoryOut(BaseModel):
@@ -80,6 +99,7 @@ class MemoryOut(BaseModel):
     object: Literal["memory"] = "memory"
     user: str
     content: str
+    key: str | None = None  # set for key/value facts; ``content`` is then the value
     memory_type: str
     importance: int
     confidence: float

@@ -86,6 +86,7 @@ class MemoryService:
         """
         now = utcnow()
         existing = await repository.memories(session, tenant_id, user)
+        existing = [m for m in existing if m.key is None]  # facts change only by their key
         current = self.restated(existing, new, dedupe_threshold)
         created = current is None
         if current is None:

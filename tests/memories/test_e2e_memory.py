@@ -53,7 +53,7 @@ def test_sdk_memory_injection_and_compaction(
         injected = metadata["context_utilization"]["memories_injected"]
         assert [m["id"] for m in injected] == [memory["id"]]
         sent = upstream_chats(fake_upstream)[-1]["messages"]
-        assert "(note) Zoe is allergic to peanuts]" in sent[-1]["content"]
+        assert "- [note, importance 9, just now] Zoe is allergic to peanuts" in sent[-1]["content"]
 
         fake_upstream.script("fake-summarizer", [SUMMARY] * 20)
         conversation_id = None

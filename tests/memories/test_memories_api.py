@@ -38,7 +38,10 @@ async def test_memory_is_injected_for_its_user_only_and_not_after_delete(
     assert sent[0] == {"role": "system", "content": "Be brief."}  # system prompt untouched
     text = last_user_text(fake_upstream)
     assert text.startswith("[CONTEXT: ")
-    assert "(preference) Alice drinks green tea every morning]\n\nWhat tea should I brew?" in text
+    assert (
+        "Relevant memories:\n- [preference, importance 8, just now] "
+        "Alice drinks green tea every morning\n\nWhat tea should I brew?"
+    ) in text
     injected = result["context_utilization"]["memories_injected"]
     assert [m["id"] for m in injected] == [memory["id"]]
     assert injected[0]["score"] > 0

@@ -185,9 +185,13 @@ def test_bm25_similarity_prefers_matching_memories() -> None:
 
 
 def test_injection_modes() -> None:
-    memories = [Retrieved("m1", "Likes tea", "preference", 7, 0.5, 0.7)]
-    block = render_context(memories, datetime(2026, 3, 4, 5, 6, tzinfo=UTC))
-    assert block == "[CONTEXT: 2026-03-04 05:06 UTC, memories: (preference) Likes tea]"
+    now = datetime(2026, 3, 4, 5, 6, tzinfo=UTC)
+    memories = [Retrieved("m1", "Likes tea", "preference", 7, 0.5, 0.7, now - timedelta(days=3))]
+    block = render_context(memories, now)
+    assert block == (
+        "[CONTEXT: 2026-03-04 05:06 UTC]\n"
+        "Relevant memories:\n- [preference, importance 7, 3 days ago] Likes tea"
+    )
     messages = [
         {"role": "system", "content": "Be kind."},
         {"role": "user", "content": "old"},

@@ -47,6 +47,8 @@ class Conversation(Base):
     compacted_turn: Mapped[int] = mapped_column(default=0)
     compacted_sequence: Mapped[int] = mapped_column(default=0)
     compacted_tokens: Mapped[int] = mapped_column(default=0)
+    # on_save memory extraction: turns <= memory_saved_turn were already read.
+    memory_saved_turn: Mapped[int] = mapped_column(default=0, server_default="0")
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="conversation",

@@ -14,12 +14,18 @@ __all__ = ["Memory"]
 
 class Memory(Base):
     __tablename__ = "memories"
-    __table_args__ = (Index("ix_memories_tenant_user", "tenant_id", "user_id", "superseded_by"),)
+    __table_args__ = (
+        Index("ix_memories_tenant_user", "tenant_id", "user_id", "superseded_by"),
+        Index("ix_memories_tenant_user_key", "tenant_id", "user_id", "key"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("mem"))
     tenant_id: Mapped[str] = mapped_column(String(64))
     user_id: Mapped[str] = mapped_column(String(200))
     content: Mapped[str] = mapped_column(Text)
+    # A key/value fact (POST /v1/memories with key and value): one active value per key and
+    # user; a new value supersedes the old one. None for free-text memories.
+    key: Mapped[str | None] = mapped_column(String(200), default=None)
     memory_type: Mapped[str] = mapped_column(String(20), default="note")
     importance: Mapped[int] = mapped_column(default=5)
     confidence: Mapped[float] = mapped_column(Float, default=1.0)

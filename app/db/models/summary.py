@@ -39,5 +39,10 @@ class ConversationSummaryRow(Base):
     # The higher-level summary this one was merged into; None while it is active.
     merged_into: Mapped[str | None] = mapped_column(String(40), default=None)
     model: Mapped[str | None] = mapped_column(String(200))
+    # "compaction" (under token pressure; forms the memory bundle) or "periodic" (every N
+    # message pairs; listed, not injected). method: "llm", or "rule_based" when the
+    # summarizer failed and the summary was extracted by rules instead.
+    kind: Mapped[str] = mapped_column(String(20), default="compaction", server_default="compaction")
+    method: Mapped[str] = mapped_column(String(20), default="llm", server_default="llm")
     cost: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
