@@ -24,6 +24,7 @@ from app.core.openapi import install_openapi
 from app.core.redact import configure_redaction
 from app.core.settings import Settings, load_settings
 from app.core.state import AppState
+from app.embeddings.router import router as embeddings_router
 from app.keys.router import router as keys_router
 from app.keys.wiring import (
     build_auth_throttle,
@@ -181,6 +182,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(memories_router)
     app.include_router(attachments_router)
     app.include_router(keys_router)
+    app.include_router(embeddings_router)
     app.include_router(system_router)
     install_ui(app)
     install_openapi(app)

@@ -192,6 +192,32 @@ class ConversationRepository(TenantRepository[Conversation]):
         )
         return list((await session.execute(statement)).scalars())
 
+    async def copy_messages(
+        self, session: AsyncSession, source_id: str, target_id: str, upto: int
+    ) -> None:
+        """Copy messages [0, upto) of one conversation into another, every column as stored
+        (reasoning, hashes and token positions included): one INSERT … SELECT."""
+        columns = [c for c in _messages.c if c.name not in ("id", "conversation_id")]
+        source = select(literal(target_id).label("conversation_id"), *columns).where(
+            _messages.c.conversation_id == source_id, _messages.c.sequence_number < upto
+        )
+        names = ["conversation_id", *(c.name for c in columns)]
+        await session.execute(insert(_messages).from_select(names, source))
+
+    async def prefix_edges(
+        self, session: AsyncSession, conversation_id: str, upto: int
+    ) -> tuple[Message | None, Message | None]:
+        """The last message before ``upto``, and the last user message before it."""
+        last = select(Message).where(
+            Message.conversation_id == conversation_id, Message.sequence_number < upto
+        )
+        user = last.where(Message.role == "user")
+        order = Message.sequence_number.desc()
+        return (
+            (await session.execute(last.order_by(order).limit(1))).scalar_one_or_none(),
+            (await session.execute(user.order_by(order).limit(1))).scalar_one_or_none(),
+        )
+
 
 conversation_repository = ConversationRepository(Conversation)
 

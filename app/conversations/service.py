@@ -323,6 +323,36 @@ class ConversationService:
             raise NotFound(f"No conversation '{conversation_id}'.", code="conversation_not_found")
         return conversation
 
+    async def fork(
+        self, session: AsyncSession, tenant_id: str, conversation_id: str, upto: int
+    ) -> str:
+        """A new conversation holding messages [0, upto) of this one, stored as they are:
+        continuing it branches off without seeing the messages after ``upto``."""
+        source = await self.get(session, tenant_id, conversation_id)
+        last, last_user = await repository.prefix_edges(session, source.id, upto)
+        if last is None:
+            raise NotFound(f"No messages to branch from in '{conversation_id}'.")
+        fork = Conversation(
+            id=new_id("conv"),
+            tenant_id=tenant_id,
+            model=source.model,
+            title=source.title,
+            message_count=last.sequence_number + 1,
+            total_tokens=last.start_tokens + last.token_count,
+            turn_count=last.turn_number,
+            system_prompt_count=min(source.system_prompt_count, upto),
+            system_prompt_tokens=source.system_prompt_tokens
+            if source.system_prompt_count <= upto
+            else 0,
+            last_user_sequence=last_user.sequence_number if last_user else None,
+            last_user_start_tokens=last_user.start_tokens if last_user else 0,
+            head_hash=last.chain_hash,
+        )
+        session.add(fork)
+        await session.flush()
+        await repository.copy_messages(session, source.id, fork.id, upto)
+        return fork.id
+
 
 @dataclass(slots=True)
 class _Counters:

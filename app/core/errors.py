@@ -178,6 +178,17 @@ def _renderer_for(path: str, renderers: Mapping[str, ErrorRenderer]) -> ErrorRen
     return chosen_renderer
 
 
+def _unknown_endpoint(request: Request) -> str:
+    """A 404 under /v1 names what is served, so a client probing an endpoint learns where to go."""
+    paths = request.app.openapi().get("paths", {})  # built once, then cached by FastAPI
+    endpoints = ", ".join(
+        f"{'/'.join(method.upper() for method in sorted(methods))} {path}"
+        for path, methods in sorted(paths.items())
+        if path.startswith("/v1/")
+    )
+    return f"Unknown endpoint {request.method} {request.url.path}. contextgate serves: {endpoints}."
+
+
 def install_error_handlers(
     app: FastAPI, renderers: Mapping[str, ErrorRenderer] | None = None
 ) -> None:
@@ -205,6 +216,8 @@ def install_error_handlers(
             allowed = allowed_methods(request.app, request.url.path) or [headers.get("Allow", "")]
             headers["Allow"] = ", ".join(allowed)
             message = f"{request.method} is not allowed here; allowed: {headers['Allow']}."
+        if exc.status_code == 404 and request.url.path.startswith("/v1/"):
+            message = _unknown_endpoint(request)
         return render(
             request,
             ContextGateError(

@@ -192,6 +192,13 @@ def record_chat(
     COST.labels(model, "planning").inc(max(planning_cost, 0.0))
 
 
+def record_embeddings(model: str, tokens: int, cost: float) -> None:
+    """A ``POST /v1/embeddings`` call: its input tokens and cost, beside chat's."""
+    label = model_label(model)
+    TOKENS.labels(label, "prompt").inc(max(tokens, 0))
+    COST.labels(label, "prompt").inc(max(cost, 0.0))
+
+
 def render() -> bytes:
     """The exposition text: this process's registry, or every worker's in multiprocess mode."""
     if os.environ.get(MULTIPROC_ENV):

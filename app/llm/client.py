@@ -242,6 +242,38 @@ class LLMClient:
 
         return await self._with_retries(model_name, call, None)
 
+    async def embeddings(
+        self, model_name: str, input: Any, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], float]:
+        """``POST /v1/embeddings`` passed through: OpenAI's response (float vectors) and its
+        cost in USD; routing, retries and fallbacks as for completions."""
+
+        async def call(deployment: Deployment) -> tuple[dict[str, Any], float]:
+            kwargs = {**strip_control_params(params), **deployment.params}
+            kwargs.update(
+                timeout=self.timeout_s, num_retries=0, max_retries=0, encoding_format="float"
+            )
+            raw = await _litellm().aembedding(model=deployment.litellm_model, input=input, **kwargs)
+            data = sorted(raw["data"], key=lambda item: item["index"])
+            usage = getattr(raw, "usage", None)
+            tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+            response = {
+                "object": "list",
+                "data": [
+                    {
+                        "object": "embedding",
+                        "index": int(item["index"]),
+                        "embedding": [float(x) for x in item["embedding"]],
+                    }
+                    for item in data
+                ],
+                "model": model_name,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+            return response, model_info_for(deployment).cost(tokens, 0)[0]
+
+        return await self._with_retries(model_name, call, None)
+
     async def stream(
         self,
         model_name: str,

@@ -8,6 +8,7 @@ from app.db.models.idempotency import IdempotencyRecord
 from app.db.models.memory import Memory
 from app.db.models.message import Message
 from app.db.models.request_log import RequestLog
+from app.db.models.response import ResponseRecord
 from app.db.models.summary import ConversationSummaryRow
 from app.db.models.ui_session import UiSession
 
@@ -21,6 +22,7 @@ __all__ = [
     "Memory",
     "Message",
     "RequestLog",
+    "ResponseRecord",
     "UiSession",
     "new_id",
     "utcnow",

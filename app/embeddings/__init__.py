@@ -1,0 +1,1 @@
+"""POST /v1/embeddings: passed through the model router, counted like chat."""

@@ -1,0 +1,143 @@
+"""OpenAI's Responses API on the wire: the request and its input items (pydantic).
+
+Only what contextgate translates is modelled strictly; unknown keys inside an item are kept
+(OpenAI adds fields often) but never forwarded upstream as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+from app.protocol.chat import AttachmentRef, ContextOptions
+
+__all__ = [
+    "ContentPart",
+    "FunctionCallItem",
+    "FunctionCallOutputItem",
+    "FunctionTool",
+    "InputItem",
+    "MessageItem",
+    "ReasoningItem",
+    "ResponsesRequest",
+    "SummaryText",
+]
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ContentPart(_Open):
+    """A content part of a message: input_text, output_text, input_image, input_file, refusal."""
+
+    type: Literal["input_text", "output_text", "text", "input_image", "input_file", "refusal"]
+    text: str | None = None
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: str | None = None
+    refusal: str | None = None
+    file_data: str | None = None
+    filename: str | None = None
+
+
+class MessageItem(_Open):
+    type: Literal["message"] = "message"
+    id: str | None = None
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[ContentPart]
+    status: str | None = None
+
+
+class FunctionCallItem(_Open):
+    type: Literal["function_call"]
+    id: str | None = None
+    call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    arguments: str
+    status: str | None = None
+
+
+class FunctionCallOutputItem(_Open):
+    type: Literal["function_call_output"]
+    id: str | None = None
+    call_id: str = Field(min_length=1)
+    output: str | list[ContentPart]
+    status: str | None = None
+
+
+class SummaryText(_Open):
+    type: Literal["summary_text"] = "summary_text"
+    text: str
+
+
+class ReasoningItem(_Open):
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[SummaryText] = Field(default_factory=list)
+    content: list[dict[str, Any]] | None = None
+    encrypted_content: str | None = None
+    status: str | None = None
+
+
+def _item_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("type") or "message")
+    return str(getattr(value, "type", "message"))
+
+
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")],
+    Discriminator(
+        _item_kind,
+        custom_error_type="unsupported_item",
+        custom_error_message=(
+            "Input items may be of type 'message', 'function_call', 'function_call_output' "
+            "or 'reasoning'"
+        ),
+    ),
+]
+
+
+class FunctionTool(_Open):
+    """Responses' flat function tool: {type, name, description, parameters, strict}."""
+
+    type: Literal["function"]
+    name: str = Field(min_length=1)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ResponsesRequest(BaseModel):
+    """``POST /v1/responses``, plus contextgate's extensions (conversation_id, context,
+    attachments). Fields of OpenAI's that contextgate has no use for are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1)
+    input: str | list[InputItem]
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    tools: list[FunctionTool] | None = None
+    tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
+    store: bool = True
+    stream: bool = False
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    metadata: dict[str, str] | None = None
+    reasoning: dict[str, Any] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    parallel_tool_calls: bool | None = None
+    user: str | None = None
+    text: dict[str, Any] | None = None
+
+    # contextgate's extensions
+    conversation_id: str | None = None
+    attachments: list[AttachmentRef] = Field(default_factory=list)
+    context: ContextOptions = Field(default_factory=ContextOptions)

@@ -1,0 +1,105 @@
+"""Stored responses: where a new response starts (continue or branch), save, read, delete."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+
+from app.conversations.repository import conversation_repository
+from app.conversations.service import conversation_service
+from app.core.database import Database
+from app.core.errors import NotFound
+from app.db.models import ResponseRecord
+from app.responses.objects import response_object
+from app.responses.repository import response_repository as repository
+
+__all__ = ["ResponseService", "StartPoint", "response_service"]
+
+_RESENT = ("role", "content", "name", "tool_calls", "tool_call_id")
+_REASONING = ("reasoning_content", "thinking_blocks")
+
+
+@dataclass(slots=True)
+class StartPoint:
+    """Where a response with ``previous_response_id`` goes on from."""
+
+    conversation_id: str | None = None  # continue this stored conversation
+    history: list[dict[str, Any]] = field(default_factory=list)  # store=false: sent as they are
+
+
+def _not_found(response_id: str, param: str | None = None) -> NotFound:
+    return NotFound(
+        f"Response with id '{response_id}' not found.", param=param, code="response_not_found"
+    )
+
+
+class ResponseService:
+    async def get(self, database: Database, tenant_id: str, response_id: str) -> ResponseRecord:
+        async with database.reading() as session:
+            record = await repository.get(session, tenant_id, response_id)
+        if record is None:
+            raise _not_found(response_id)
+        return record
+
+    async def start_from(
+        self, database: Database, tenant_id: str, previous_id: str, *, store: bool
+    ) -> StartPoint:
+        """Continue the conversation at once when ``previous_id`` is its latest response; from
+        an older one, branch: a fork holding the messages up to that response only."""
+        async with database.reading() as session:
+            record = await repository.get(session, tenant_id, previous_id)
+            if record is None:
+                raise _not_found(previous_id, "previous_response_id")
+            conversation = await conversation_repository.get(
+                session, tenant_id, record.conversation_id
+            )
+            if conversation is None:  # the conversation was deleted since
+                raise _not_found(previous_id, "previous_response_id")
+            if not store:
+                messages = await conversation_service.messages(session, conversation)
+                return StartPoint(history=[_resent(m) for m in messages[: record.end_sequence]])
+            if conversation.message_count == record.end_sequence:
+                return StartPoint(conversation_id=conversation.id)
+        async with database.writing() as session:
+            fork = await conversation_service.fork(
+                session, tenant_id, record.conversation_id, record.end_sequence
+            )
+        return StartPoint(conversation_id=fork)
+
+    async def save(self, database: Database, record: ResponseRecord) -> None:
+        async with database.writing() as session:
+            repository.add(session, record)
+
+    async def delete(self, database: Database, tenant_id: str, response_id: str) -> None:
+        async with database.writing() as session:
+            if not await repository.delete(session, tenant_id, response_id):
+                raise _not_found(response_id)
+
+    def to_object(self, record: ResponseRecord, utilization: Any = None) -> dict[str, Any]:
+        created = record.created_at
+        if created.tzinfo is None:  # SQLite hands back naive UTC datetimes
+            created = created.replace(tzinfo=UTC)
+        return response_object(
+            response_id=record.id,
+            created_at=int(created.timestamp()),
+            echo=record.echo,
+            status=record.status,  # type: ignore[arg-type]
+            output=record.output,
+            usage=record.usage,
+            conversation_id=record.conversation_id,
+            context_utilization=utilization,
+            incomplete=record.incomplete_reason,
+        )
+
+
+def _resent(message: Any) -> dict[str, Any]:
+    data: dict[str, Any] = message.to_openai()
+    for key in _REASONING:
+        value = getattr(message, key, None)
+        if value:
+            data[key] = value
+    return {key: value for key, value in data.items() if key in (*_RESENT, *_REASONING)}
+
+
+response_service = ResponseService()
