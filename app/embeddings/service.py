@@ -10,9 +10,10 @@ from typing import Any
 from app.core import metrics
 from app.core.errors import BadRequest
 from app.core.state import AppState
-from app.db.models import RequestLog, new_id
+from app.db.models import new_id
 from app.embeddings.schemas import EmbeddingsRequest
 from app.keys.auth import Caller
+from app.turns.repository import request_log_repository
 
 __all__ = ["create_embeddings"]
 
@@ -32,19 +33,20 @@ async def create_embeddings(
     response, cost = await state.llm.embeddings(request.model, request.input, params)
     tokens = int(response["usage"]["prompt_tokens"])
     async with state.database.writing() as session:
-        session.add(
-            RequestLog(
-                id=new_id("req"),
-                tenant_id=caller.tenant_id,
-                key_id=caller.key_id,
-                model=request.model,
-                status="ok",
-                status_code=200,
-                prompt_tokens=tokens,
-                prompt_cost=cost,
-                total_cost=cost,
-                latency_ms=round((time.perf_counter() - started) * 1000, 2),
-            )
+        await request_log_repository.insert(
+            session,
+            {
+                "id": new_id("req"),
+                "tenant_id": caller.tenant_id,
+                "key_id": caller.key_id,
+                "model": request.model,
+                "status": "ok",
+                "status_code": 200,
+                "prompt_tokens": tokens,
+                "prompt_cost": cost,
+                "total_cost": cost,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+            },
         )
     metrics.record_embeddings(request.model, tokens, cost)
     if request.encoding_format == "base64":

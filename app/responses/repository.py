@@ -1,33 +1,29 @@
-"""Every SQL query about stored responses; scoped by tenant, no HTTP."""
+"""Every SQL query about stored responses; tenant-scoped through ``TenantRepository``."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import ResponseRecord
+from app.db.repository import TenantRepository
 
 __all__ = ["ResponseRepository", "response_repository"]
 
 
-class ResponseRepository:
-    async def get(
-        self, session: AsyncSession, tenant_id: str, response_id: str
-    ) -> ResponseRecord | None:
-        statement = select(ResponseRecord).where(
-            ResponseRecord.id == response_id, ResponseRecord.tenant_id == tenant_id
-        )
-        return (await session.execute(statement)).scalar_one_or_none()
-
-    def add(self, session: AsyncSession, record: ResponseRecord) -> None:
+class ResponseRepository(TenantRepository[ResponseRecord]):
+    def insert(self, session: AsyncSession, record: ResponseRecord) -> None:
+        """Added to the session; flushed with the transaction that stores the turn."""
         session.add(record)
 
-    async def delete(self, session: AsyncSession, tenant_id: str, response_id: str) -> bool:
-        statement = delete(ResponseRecord).where(
-            ResponseRecord.id == response_id, ResponseRecord.tenant_id == tenant_id
+    async def mark_incomplete(
+        self, session: AsyncSession, tenant_id: str, response_id: str, reason: str
+    ) -> None:
+        await session.execute(
+            update(ResponseRecord)
+            .where(self.tenant_clause(tenant_id), ResponseRecord.id == response_id)
+            .values(status="incomplete", incomplete_reason=reason)
         )
-        result = await session.execute(statement)
-        return bool(getattr(result, "rowcount", 0))
 
 
-response_repository = ResponseRepository()
+response_repository = ResponseRepository(ResponseRecord)

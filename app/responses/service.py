@@ -67,14 +67,18 @@ class ResponseService:
             )
         return StartPoint(conversation_id=fork)
 
-    async def save(self, database: Database, record: ResponseRecord) -> None:
+    async def mark_incomplete(
+        self, database: Database, tenant_id: str, response_id: str, reason: str
+    ) -> None:
         async with database.writing() as session:
-            repository.add(session, record)
+            await repository.mark_incomplete(session, tenant_id, response_id, reason)
 
     async def delete(self, database: Database, tenant_id: str, response_id: str) -> None:
         async with database.writing() as session:
-            if not await repository.delete(session, tenant_id, response_id):
+            record = await repository.get(session, tenant_id, response_id)
+            if record is None:
                 raise _not_found(response_id)
+            await repository.delete(session, record)
 
     def to_object(self, record: ResponseRecord, utilization: Any = None) -> dict[str, Any]:
         created = record.created_at

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from app.keys.auth import Caller
 from app.protocol.chat import ChatCompletionRequest
 
-__all__ = ["Door", "TurnContext"]
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from app.conversations.messages import ConversationMessage
+    from app.llm.responses import Usage
+
+__all__ = ["Door", "RecordHook", "TurnContext"]
 
 Door = Literal["chat", "responses", "messages"]
+
+# Called in the transaction that stores a turn, after its messages (the answer has its
+# sequence_number): a door stores what it keeps beside the conversation, atomically with it.
+RecordHook = Callable[["AsyncSession", "ConversationMessage", "Usage | None"], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,3 +33,4 @@ class TurnContext:
     request_id: str
     started: float  # time.perf_counter() when the request arrived
     door: Door = "chat"
+    on_record: RecordHook | None = None

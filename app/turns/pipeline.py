@@ -26,7 +26,7 @@ from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.memories.hooks import prepare_memory, schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
-from app.turns.context import TurnContext
+from app.turns.context import RecordHook, TurnContext
 from app.turns.observe import observe_chat
 from app.turns.repository import request_log_repository
 
@@ -47,6 +47,7 @@ class Prepared:
     utilization: ContextUtilization
     resolved: ResolvedConversation | None = None  # None: context disabled, nothing stored
     new_messages: list[ConversationMessage] = field(default_factory=list)
+    on_record: RecordHook | None = None  # the door's part of the turn's transaction
 
     @property
     def conversation_id(self) -> str | None:
@@ -75,7 +76,7 @@ def _passthrough(state: AppState, context: TurnContext) -> Prepared:
     utilization.breakdown.current = tokens
     return Prepared(
         request, context.caller, context.request_id, context.started, messages, utilization
-    )
+    )  # nothing is stored: no on_record
 
 
 async def prepare(state: AppState, context: TurnContext) -> Prepared:
@@ -151,6 +152,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         utilization=assembled.utilization,
         resolved=resolved,
         new_messages=new,
+        on_record=context.on_record,
     )
 
 
@@ -195,6 +197,8 @@ async def record(
                 request_id=prepared.request_id,
                 prompt_tokens=usage.prompt_tokens if usage else None,
             )
+            if prepared.on_record is not None:
+                await prepared.on_record(session, answer, usage)
         await request_log_repository.insert(
             session,
             {
