@@ -24,6 +24,7 @@ from app.core.openapi import install_openapi
 from app.core.redact import configure_redaction
 from app.core.settings import Settings, load_settings
 from app.core.state import AppState
+from app.core.textcheck import TextCheckMiddleware
 from app.embeddings.router import router as embeddings_router
 from app.keys.router import router as keys_router
 from app.keys.wiring import (
@@ -174,6 +175,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(TextCheckMiddleware)  # inside the size limit: bodies are bounded
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(AccessLogMiddleware)
     app.add_middleware(RequestContextMiddleware)

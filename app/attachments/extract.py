@@ -83,8 +83,10 @@ def extract_text(data: bytes, media_type: str) -> str:
             param="file",
         )
     if kind == "pdf":
-        return _pdf(data)
+        return _pdf(data).replace("\x00", "")  # extraction noise, never text
     text = _decode(data)
+    if "\x00" in text:  # PostgreSQL cannot store it; SQLite would: refused on both alike
+        raise BadRequest("The file contains NUL characters: it is not text.", param="file")
     if kind == "json":
         try:
             json.loads(text)

@@ -17,6 +17,7 @@ from app.attachments.schemas import (
 from app.attachments.service import attachment_service
 from app.core.deps import CallerDep, StateDep
 from app.core.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from app.core.textcheck import bad_string, rejection
 
 router = APIRouter(prefix="/v1/attachments", tags=["attachments"])
 
@@ -70,6 +71,10 @@ async def _parse(request: Request, limit: int) -> tuple[str, str, int, dict[str,
             "source": _optional_text(form.get("source")),
             "filename": upload.filename,
         }
+        for field, value in meta.items():
+            reason = bad_string(value) if value else None
+            if reason is not None:
+                raise rejection(field, reason)
         return extract_text(data, media_type), media_type, len(data), meta
     raise UnsupportedMediaType(
         "Send JSON {content, title, source} or a multipart/form-data file.",

@@ -210,6 +210,9 @@ def install_error_handlers(
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        inner = getattr(exc, "error", None)  # app.core.textcheck.RequestRejected
+        if isinstance(inner, ContextGateError):
+            return render(request, inner)
         error_type, code = _STATUS_TYPES.get(exc.status_code, ("invalid_request_error", None))
         message, headers = str(exc.detail), dict(exc.headers or {})
         if exc.status_code == 405:

@@ -5,9 +5,9 @@ Fields contextgate does not use are kept as extras and forwarded to the upstream
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.protocol.goal import ContextGoal
 
@@ -23,6 +23,31 @@ __all__ = [
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
+def _typed_tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls as OpenAI types them (kept as dicts): id and type strings, a function with a
+    string name and string (JSON-encoded) arguments. A wrong type is the client's 400, never
+    something the upstream or the store trips over."""
+    for index, call in enumerate(calls):
+        for key in ("id", "type"):
+            if call.get(key) is not None and not isinstance(call[key], str):
+                raise ValueError(f"tool_calls[{index}].{key} must be a string")
+        function = call.get("function")
+        if not isinstance(function, dict):
+            raise ValueError(f"tool_calls[{index}].function must be an object")
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"tool_calls[{index}].function.name must be a non-empty string")
+        arguments = function.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            raise ValueError(
+                f"tool_calls[{index}].function.arguments must be a string (JSON-encoded)"
+            )
+    return calls
+
+
+ToolCalls = Annotated[list[dict[str, Any]], AfterValidator(_typed_tool_calls)]
+
+
 class ChatMessage(BaseModel):
     """One message as OpenAI accepts it; unknown keys (audio, refusal, …) are kept."""
 
@@ -31,7 +56,7 @@ class ChatMessage(BaseModel):
     role: Role
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: ToolCalls | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
     # Anthropic-style thinking (litellm's shape), resent byte-for-byte within a tool loop.

@@ -1,0 +1,149 @@
+"""Strings that cannot be stored or sent are refused at the edge, with the field they are in.
+
+Two kinds of JSON string pass pydantic but break later: a NUL character (``\\u0000``), which
+PostgreSQL refuses in text and JSON columns (SQLite stores it: the two would disagree), and a
+lone UTF-16 surrogate (``\\ud800``), which is not Unicode and cannot be encoded as UTF-8 for the
+database or the upstream (it used to answer 500, or a 502 blamed on the upstream). Both are
+refused on every database alike: 400 ``invalid_string`` with ``param`` the field's path, in the
+door's envelope, before anything is stored; likewise a NUL in the URL path or query.
+
+``TextCheckMiddleware`` reads a JSON body when the app first asks for it; only a body holding
+such an escape at all (one regex over the bytes) is parsed again to find the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core.errors import BadRequest, ContextGateError, error_response
+
+__all__ = ["RequestRejected", "TextCheckMiddleware", "bad_string", "find_bad_string"]
+
+# \u0000 or a \uD800-\uDFFF escape, in the raw JSON (escaped backslashes are sorted out later).
+_SUSPECT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+_BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
+
+
+class RequestRejected(HTTPException):
+    """Raised from ``receive()``: FastAPI lets an HTTPException from there through unchanged
+    (any other exception becomes a generic 400), and the error handlers render ``error`` in
+    the door's envelope."""
+
+    def __init__(self, error: ContextGateError) -> None:
+        super().__init__(status_code=error.status_code, detail=error.message)
+        self.error = error
+
+
+def bad_string(value: str) -> str | None:
+    """Why ``value`` cannot be stored or sent (a NUL, a lone surrogate), or None."""
+    match = _BAD_CHAR.search(value)
+    if match is None:
+        return None
+    if match.group() == "\x00":
+        return "contains a NUL character (\\u0000)"
+    return f"contains a lone UTF-16 surrogate (\\u{ord(match.group()):04x}), which is not Unicode"
+
+
+def find_bad_string(value: Any, path: str = "") -> tuple[str, str] | None:
+    """(the field's dotted path, why) of the first unusable string in a JSON value (keys too)."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            reason = bad_string(item)
+            if reason is not None:
+                return where, reason
+        elif isinstance(item, dict):
+            for key, child in reversed(item.items()):
+                child_path = f"{where}.{key}" if where else str(key)
+                reason = bad_string(str(key))
+                if reason is not None:
+                    return child_path, f"has a key that {reason}"
+                stack.append((child, child_path))
+        elif isinstance(item, list):
+            stack.extend(
+                (child, f"{where}.{index}" if where else str(index))
+                for index, child in reversed(list(enumerate(item)))
+            )
+    return None
+
+
+def rejection(param: str, reason: str) -> BadRequest:
+    return BadRequest(
+        f"Invalid request at '{param}': the string {reason}.", param=param, code="invalid_string"
+    )
+
+
+def check_json_body(body: bytes) -> None:
+    """Raise ``RequestRejected`` when a JSON body holds a NUL or a lone surrogate."""
+    if not _SUSPECT.search(body):
+        return
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return  # not JSON: the app answers that with its own 400
+    found = find_bad_string(parsed)
+    if found is not None:
+        raise RequestRejected(rejection(*found))
+
+
+def _is_json(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return b"json" in value.lower()
+    return True  # FastAPI reads an undeclared body as JSON
+
+
+class TextCheckMiddleware:
+    """Refuses NUL in the URL path/query and NUL or lone surrogates in JSON bodies."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if _BAD_CHAR.search(path):
+            reason = bad_string(path) or "is not valid"
+            await error_response(rejection("path", reason))(scope, receive, send)
+            return
+        if b"%00" in scope.get("query_string", b""):
+            await error_response(rejection("query", "contains a NUL character (%00)"))(
+                scope, receive, send
+            )
+            return
+        if scope.get("method") not in ("POST", "PUT", "PATCH") or not _is_json(scope):
+            await self.app(scope, receive, send)
+            return
+        await self.app(scope, _checked_receive(receive), send)
+
+
+def _checked_receive(receive: Receive) -> Receive:
+    """``receive`` that hands the whole body over in one message, checked."""
+    read = False
+
+    async def checked() -> Message:
+        nonlocal read
+        if read:
+            return await receive()
+        read = True
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return message  # the client went away
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        check_json_body(body)
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return checked

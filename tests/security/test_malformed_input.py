@@ -1,0 +1,161 @@
+"""Issue 15.4: malformed input answers 400 with the field, never 500, never a 502 blamed on the
+upstream, on SQLite and PostgreSQL alike, and the next request on the same connection works.
+
+One real server per database (``database_url`` runs the test on both); one keep-alive HTTP
+connection sends every bad request, each followed by a good one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fake_upstream import FakeUpstream
+from tests.support.proxy import ContextgateServer
+
+MASTER = "sk-master-malformed-7c1d"
+MODEL = "gpt-4o-mini"
+SURROGATE = "\ud800"
+NUL = "\x00"
+
+
+def _chat(**extra: Any) -> dict[str, Any]:
+    return {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], **extra}
+
+
+def _with_call(function: dict[str, Any]) -> dict[str, Any]:
+    return _chat(
+        messages=[
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "call_1", "type": "function", "function": function}],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        ]
+    )
+
+
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+
+# (what, method, path, JSON body, the param the answer must name)
+CASES: list[tuple[str, str, str, Any, str]] = [
+    ("content surrogate", "POST", "/v1/chat/completions",
+     _chat(messages=[{"role": "user", "content": f"a{SURROGATE}b"}]), "messages.0.content"),
+    ("content NUL", "POST", "/v1/chat/completions",
+     _chat(messages=[{"role": "user", "content": f"a{NUL}b"}]), "messages.0.content"),
+    ("content part NUL", "POST", "/v1/chat/completions",
+     _chat(messages=[{"role": "user", "content": [{"type": "text", "text": NUL}]}]),
+     "messages.0.content.0.text"),
+    ("user surrogate", "POST", "/v1/chat/completions", _chat(user=SURROGATE), "user"),
+    ("user NUL", "POST", "/v1/chat/completions", _chat(user=f"u{NUL}"), "user"),
+    ("conversation_id surrogate", "POST", "/v1/chat/completions",
+     _chat(conversation_id=f"conv_{SURROGATE}"), "conversation_id"),
+    ("conversation_id NUL", "POST", "/v1/chat/completions",
+     _chat(conversation_id=f"conv_{NUL}"), "conversation_id"),
+    ("tool call name surrogate", "POST", "/v1/chat/completions",
+     _with_call({"name": f"get{SURROGATE}", "arguments": "{}"}),
+     "messages.1.tool_calls.0.function.name"),
+    ("tool definition name NUL", "POST", "/v1/chat/completions",
+     _chat(tools=[{**TOOL, "function": {"name": f"f{NUL}"}}]), "tools.0.function.name"),
+    ("tool call name a number", "POST", "/v1/chat/completions",
+     _with_call({"name": 42, "arguments": "{}"}), "messages.1.tool_calls"),
+    ("tool call arguments an object", "POST", "/v1/chat/completions",
+     _with_call({"name": "get_weather", "arguments": {"city": "Paris"}}),
+     "messages.1.tool_calls"),
+    ("attachment NUL", "POST", "/v1/chat/completions",
+     _chat(attachments=[{"content": f"doc{NUL}", "title": "t"}]), "attachments.0.content"),
+    ("extra field NUL", "POST", "/v1/chat/completions",
+     _chat(metadata={"k": NUL}), "metadata.k"),
+    ("memory NUL", "POST", "/v1/memories", {"user": "u1", "content": f"likes{NUL}tea"},
+     "content"),
+    ("memory user surrogate", "POST", "/v1/memories", {"user": SURROGATE, "content": "tea"},
+     "user"),
+    ("attachment upload NUL", "POST", "/v1/attachments",
+     {"content": "text", "title": f"t{NUL}"}, "title"),
+    ("key name NUL", "POST", "/v1/keys", {"name": f"k{NUL}"}, "name"),
+    ("path NUL", "GET", "/v1/conversations/conv_%00x", None, "path"),
+    ("path NUL, delete", "DELETE", "/v1/memories/mem_%00", None, "path"),
+    ("query NUL", "GET", "/v1/conversations?user=%00", None, "query"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def server(
+    database_url: str,
+    fake_upstream: FakeUpstream,
+    tmp_path: Any,
+    request: pytest.FixtureRequest,
+) -> Any:
+    proxy = ContextgateServer(
+        {
+            "CONTEXTGATE_DATABASE_URL": database_url,
+            "CONTEXTGATE_UPSTREAM_BASE_URL": fake_upstream.base_url,
+            "CONTEXTGATE_MAX_RETRIES": "0",
+            "CONTEXTGATE_MASTER_KEY": MASTER,
+        },
+        log_path=tmp_path / "server.log",
+    )
+    proxy.start()
+    yield proxy
+    proxy.stop()
+
+
+def _send(http: httpx.Client, method: str, path: str, body: Any) -> httpx.Response:
+    # json.dumps escapes a lone surrogate as \ud800 and NUL as \u0000, as a client would.
+    content = None if body is None else json.dumps(body).encode()
+    headers = {"content-type": "application/json"} if body is not None else {}
+    return http.request(method, path, content=content, headers=headers)
+
+
+def test_malformed_strings_answer_400_with_the_field_on_both_databases(
+    server: ContextgateServer, fake_upstream: FakeUpstream
+) -> None:
+    count_calls: Callable[[], int] = lambda: fake_upstream.stats()["calls"]  # noqa: E731
+    good = _chat()
+    with httpx.Client(
+        base_url=server.url, timeout=30, headers={"Authorization": f"Bearer {MASTER}"}
+    ) as http:
+        for what, method, path, body, param in CASES:
+            calls = count_calls()
+            response = _send(http, method, path, body)
+            assert response.status_code == 400, (what, response.status_code, response.text)
+            error = response.json()["error"]
+            assert error["param"] == param, (what, error)
+            assert error["type"] == "invalid_request_error", (what, error)
+            assert "upstream" not in error["message"].lower(), (what, error)
+            assert count_calls() == calls, f"{what}: the upstream was called"
+            # The same connection serves the next request.
+            after = http.post("/v1/chat/completions", json=good)
+            assert after.status_code == 200, (what, after.text)
+        stored = http.get("/v1/conversations").json()["data"]
+        # Only the good requests were stored (each its own new conversation or the same one).
+        for conversation in stored:
+            detail = http.get(f"/v1/conversations/{conversation['id']}").json()
+            for message in detail["messages"]:
+                assert NUL not in json.dumps(message["content"])
+        assert http.get("/v1/memories", params={"user": "u1"}).json()["data"] == []
+        assert http.get("/v1/attachments").status_code in (200, 405)
+
+
+async def test_uploads_and_escaped_text(client: httpx.AsyncClient) -> None:
+    """A text file with NUL is refused (param file), a multipart title too; the text
+    ``\\u0000`` written out (an escaped backslash) is ordinary text and is stored."""
+    files = {"file": ("notes.txt", b"line one\x00line two", "text/plain")}
+    response = await client.post("/v1/attachments", files=files)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "file"
+    files = {"file": ("notes.txt", b"fine", "text/plain")}
+    response = await client.post("/v1/attachments", files=files, data={"title": f"t{NUL}"})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "title"
+    literal = json.dumps({"content": "a JSON escape looks like \\u0000 or \\ud800"}).encode()
+    response = await client.post(
+        "/v1/attachments", content=literal, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 201, response.text
