@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.context.cache_fit import CacheFit, cache_fit
+from app.context.cache_policy import CachePolicy, CacheState
 from app.context.fit import fit_history
 from app.context.metadata import ContextBreakdown, ContextUtilization
 from app.context.reasoning import render_messages
@@ -12,7 +15,18 @@ from app.context.tokens import REPLY_PRIMER
 from app.conversations.messages import ConversationMessage
 from app.core.errors import ContextLengthExceeded
 
-__all__ = ["AssembledContext", "AssemblyInput", "assemble"]
+__all__ = ["AssembledContext", "AssemblyInput", "CacheInput", "assemble"]
+
+
+@dataclass(slots=True)
+class CacheInput:
+    """The cache-aware fit's inputs (see app/context/cache_fit.py)."""
+
+    policy: CachePolicy
+    state: CacheState
+    region_first: int
+    current_first: int
+    count: Callable[[dict[str, Any]], int]
 
 
 @dataclass(slots=True)
@@ -26,12 +40,29 @@ class AssemblyInput:
     region_end: int
     region_count: int
     chunk_tokens: int
+    cache: CacheInput | None = None
 
 
 @dataclass(slots=True)
 class AssembledContext:
     messages: list[dict[str, Any]]
     utilization: ContextUtilization
+    cache: CacheFit | None = None
+    prefix_count: int = 0  # leading messages that stay the same until the next cut
+
+
+def _fit_with_cache(spec: AssemblyInput, cache: CacheInput, fixed: int) -> CacheFit:
+    return cache_fit(
+        spec.history,
+        state=cache.state,
+        region_first=cache.region_first,
+        end_sequence=cache.current_first,
+        budget=spec.budget,
+        fixed=fixed,
+        newer_tool_results=sum(1 for m in spec.current if m.role == "tool"),
+        policy=cache.policy,
+        count=cache.count,
+    )
 
 
 def assemble(spec: AssemblyInput) -> AssembledContext:
@@ -45,27 +76,39 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
             "message or raise context.max_input_tokens.",
             param="messages",
         )
-    fit = fit_history(
-        spec.history,
-        region_start=spec.region_start,
-        region_end=spec.region_end,
-        region_count=spec.region_count,
-        available=spec.budget - fixed,
-        chunk_tokens=spec.chunk_tokens,
-    )
-    sent = spec.system + fit.kept + spec.current
+    cached: CacheFit | None = None
+    if spec.cache is not None:
+        cached = _fit_with_cache(spec, spec.cache, fixed)
+        kept, history_tokens = cached.kept, cached.tokens
+        excluded = spec.region_count - len(kept)
+    else:
+        fit = fit_history(
+            spec.history,
+            region_start=spec.region_start,
+            region_end=spec.region_end,
+            region_count=spec.region_count,
+            available=spec.budget - fixed,
+            chunk_tokens=spec.chunk_tokens,
+        )
+        kept, history_tokens, excluded = fit.kept, fit.tokens, fit.excluded_count
+    sent = spec.system + kept + spec.current
     utilization = ContextUtilization(
         model_name=spec.model,
         strategy="simple",
         max_input_tokens=spec.budget,
-        tokens_used=fixed + fit.tokens,
+        tokens_used=fixed + history_tokens,
         messages_included=len(sent),
-        messages_excluded=fit.excluded_count,
+        messages_excluded=excluded,
         breakdown=ContextBreakdown(
             system=system_tokens,
-            history=fit.tokens,
+            history=history_tokens,
             current=current_tokens,
             overhead=REPLY_PRIMER,
         ),
     )
-    return AssembledContext(render_messages(sent, utilization), utilization)
+    return AssembledContext(
+        render_messages(sent, utilization),
+        utilization,
+        cache=cached,
+        prefix_count=len(spec.system) + len(kept),
+    )

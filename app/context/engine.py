@@ -284,13 +284,18 @@ async def apply_context_engine(
     window: HistoryWindow,
     budget: int,
     attachments: list[Artifact],
+    *,
+    historical_turns: int | None = None,
 ) -> EngineResult:
-    """Process the request's artifacts within the budget and rewrite ``window`` in place."""
+    """Process the request's artifacts within the budget and rewrite ``window`` in place.
+
+    ``historical_turns``: how many past turns' tool results may be reprocessed (default: the
+    setting; 0 under the cache-aware fit, which keeps history byte-stable instead).
+    """
+    turns_back = state.settings.historical_turns if historical_turns is None else historical_turns
     context = Context(
         tool_results=current_tool_artifacts(window.current),
-        historical_tool_results=historical_tool_artifacts(
-            window.history, turns_back=state.settings.historical_turns
-        ),
+        historical_tool_results=historical_tool_artifacts(window.history, turns_back=turns_back),
         attachments=attachments,
     )
     artifacts = context.all_artifacts()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from app.conversations.messages import ConversationMessage
 
-__all__ = ["FitResult", "fit_history", "history_cut"]
+__all__ = ["FitResult", "drop_incoherent", "fit_history", "history_cut"]
 
 
 def _effective_chunk(chunk_tokens: int, available: int) -> int:
@@ -40,7 +40,7 @@ class FitResult:
     tokens: int = 0
 
 
-def _drop_incoherent(messages: list[ConversationMessage]) -> list[ConversationMessage]:
+def drop_incoherent(messages: list[ConversationMessage]) -> list[ConversationMessage]:
     """Remove tool results whose call is gone and tool calls whose results are missing."""
     call_ids = {
         str(call.get("id"))
@@ -77,6 +77,6 @@ def fit_history(
     """
     cut = history_cut(region_start, region_end, available, chunk_tokens)
     tail = [m for m in history if m.start_tokens >= cut]
-    kept = _drop_incoherent(tail)
+    kept = drop_incoherent(tail)
     tokens = sum(m.token_count for m in kept)
     return FitResult(kept=kept, excluded_count=region_count - len(kept), tokens=tokens)

@@ -13,6 +13,7 @@ from app.protocol.goal import ContextGoal
 __all__ = [
     "ArtifactOutcome",
     "CacheStats",
+    "ClearedToolResult",
     "ContextBreakdown",
     "ContextPlanningUsage",
     "ContextUtilization",
@@ -84,9 +85,34 @@ class ContextPlanningUsage(BaseModel):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
+class ClearedToolResult(BaseModel):
+    sequence_number: int
+    tool_call_id: str
+    tool_name: str
+    tokens: int
+
+
 class CacheStats(BaseModel):
+    # Summary cache of the context engine.
     hits: int = 0
     misses: int = 0
+    # Cache-aware fit: did this prompt keep the previous one's system + history as its prefix
+    # (no cut, no new clearing), and how many tokens that stable prefix holds.
+    prefix_kept: bool = False
+    prefix_tokens: int = 0
+    # The provider's prompt cache, as it reported (OpenAI cached_tokens, Anthropic
+    # cache_read_input_tokens / cache_creation_input_tokens).
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    # Where the history starts (message sequence number) and whether this request moved it.
+    cut: bool = False
+    cut_at_sequence: int | None = None
+    messages_dropped: int = 0
+    # Tool results sent as placeholders in this prompt, the tokens that saves, and the batch
+    # this request cleared (empty unless it rebased).
+    cleared_tool_results: int = 0
+    cleared_tokens: int = 0
+    cleared_now: list[ClearedToolResult] = Field(default_factory=list)
 
 
 class ContextUtilization(BaseModel):

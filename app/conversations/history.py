@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.context.cache_policy import CacheState
 from app.context.fit import history_cut
 from app.context.tokens import REPLY_PRIMER
 from app.conversations.messages import (
@@ -34,6 +35,8 @@ class HistoryWindow:
     region_start: int = 0
     region_end: int = 0
     region_count: int = 0
+    region_first: int = 0  # sequence number of the region's first message
+    current_first: int = 0  # sequence number of the current turn's first message
 
     @property
     def system_tokens(self) -> int:
@@ -67,6 +70,7 @@ async def load_history_window(
     boundary_tokens: int = 0,
     boundary_sequence: int = 0,
     artifact_turns: int = 0,
+    cache_state: CacheState | None = None,
 ) -> HistoryWindow:
     """Split stored + new messages into system prompt, history candidates and current turn.
 
@@ -76,6 +80,9 @@ async def load_history_window(
     starts there (older turns are carried by summaries), at an absolute token position.
     ``artifact_turns``: the last N turns are loaded whole even before the cut, so that their
     tool results can become (shrunk) artifacts; the history fit still decides what is sent.
+    ``cache_state``: the cache-aware fit's stored cut; history is loaded from it on, whole
+    (the previous prompt fitted from there, so this is bounded by the budget plus what its
+    placeholders save).
     """
     _number_new(resolved, new)
     conversation = resolved.conversation
@@ -113,7 +120,10 @@ async def load_history_window(
     room = budget - REPLY_PRIMER - system_tokens - max(0, stored_current) - new_current
     region_start = max(system_tokens, min(boundary_tokens, current_start))
     region_first = max(system_count, min(boundary_sequence, current_seq))
-    cut = history_cut(region_start, current_start, room, chunk_tokens)
+    if cache_state is not None:
+        cut = max(region_start, min(cache_state.cut_tokens, current_start))
+    else:
+        cut = history_cut(region_start, current_start, room, chunk_tokens)
 
     loaded: list[ConversationMessage] = []
     if session is not None and conversation is not None and stored_count:
@@ -132,6 +142,8 @@ async def load_history_window(
         region_start=region_start,
         region_end=current_start,
         region_count=current_seq - region_first,
+        region_first=region_first,
+        current_first=current_seq,
     )
     for message in attach_reasoning_steps(loaded + new):
         if message.sequence_number < system_count:

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.context.cache_policy import CacheState
 from app.context.tokens import text_of
 from app.conversations.fingerprint import chain_hashes, content_hash, extend_chain, matches_prefix
 from app.conversations.messages import (
@@ -26,6 +27,14 @@ __all__ = [
 ]
 
 _SYSTEM_ROLES = ("system", "developer")
+
+
+def _cache_values(state: CacheState) -> dict[str, int]:
+    return {
+        "cache_cut_sequence": state.cut_sequence,
+        "cache_cut_tokens": state.cut_tokens,
+        "cache_cleared_sequence": state.cleared_sequence,
+    }
 
 
 @dataclass(slots=True)
@@ -149,6 +158,7 @@ class ConversationService:
         model: str,
         request_id: str | None = None,
         prompt_tokens: int | None = None,
+        cache_state: CacheState | None = None,
     ) -> Conversation:
         """Append messages at the current end (locking the conversation row), exactly once."""
         conversation = await repository.get(session, tenant_id, conversation_id, for_update=True)
@@ -173,6 +183,11 @@ class ConversationService:
         conversation.model = model
         if prompt_tokens is not None:
             conversation.last_prompt_tokens = prompt_tokens
+        if cache_state is not None and cache_state.cut_sequence >= (
+            conversation.cache_cut_sequence or 0
+        ):
+            for name, value in _cache_values(cache_state).items():
+                setattr(conversation, name, value)
         await session.flush()  # the conversation row first (a new one is inserted here)
         if rows:  # one executemany, not one INSERT ... RETURNING per message
             await repository.insert_messages(session, rows)
@@ -188,6 +203,7 @@ class ConversationService:
         model: str,
         request_id: str | None = None,
         prompt_tokens: int | None = None,
+        cache_state: CacheState | None = None,
     ) -> None:
         """Store a request's turn: a conversation read by this request advances with one
         guarded UPDATE (``append_continuing``), a new one is created by ``append``."""
@@ -195,11 +211,13 @@ class ConversationService:
             await self.append_continuing(
                 session, tenant_id, resolved.conversation, messages,
                 model=model, request_id=request_id, prompt_tokens=prompt_tokens,
+                cache_state=cache_state,
             )  # fmt: skip
         else:
             await self.append(
                 session, tenant_id, resolved.conversation_id, messages,
                 model=model, request_id=request_id, prompt_tokens=prompt_tokens,
+                cache_state=cache_state,
             )  # fmt: skip
 
     async def append_continuing(
@@ -212,6 +230,7 @@ class ConversationService:
         model: str,
         request_id: str | None = None,
         prompt_tokens: int | None = None,
+        cache_state: CacheState | None = None,
     ) -> None:
         """``append`` to a conversation this request read earlier, without locking it first.
 
@@ -225,6 +244,8 @@ class ConversationService:
         values: dict[str, Any] = {**draft.counters(), "model": model}
         if prompt_tokens is not None:
             values["last_prompt_tokens"] = prompt_tokens
+        if cache_state is not None:
+            values |= _cache_values(cache_state)
         if rows and await repository.update_if_unchanged(
             session, tenant_id, known.id, _Counters.of(known).counters(), values
         ):
@@ -238,6 +259,7 @@ class ConversationService:
             model=model,
             request_id=request_id,
             prompt_tokens=prompt_tokens,
+            cache_state=cache_state,
         )
 
     async def _call_turns(

@@ -13,6 +13,7 @@ from app.protocol.goal import ContextGoal
 
 __all__ = [
     "AttachmentRef",
+    "CacheOptions",
     "ChatCompletionRequest",
     "ChatMessage",
     "ContextOptions",
@@ -91,6 +92,19 @@ class AttachmentRef(BaseModel):
         return self
 
 
+class CacheOptions(BaseModel):
+    """``context.cache``: the cache-aware fit for this request (unset fields: deployment's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = None
+    low_water_ratio: float | None = Field(default=None, gt=0, le=1)
+    keep_tool_results: int | None = Field(default=None, ge=0)
+    clear_at_least_tokens: int | None = Field(default=None, ge=0)
+    exclude_tools: list[str] | None = None
+    cache_hints: bool | None = None
+
+
 class ContextOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -111,6 +125,7 @@ class ContextOptions(BaseModel):
     memory_min_similarity: float | None = Field(default=None, ge=0, le=1)
     summary_every_pairs: int | None = Field(default=None, ge=0, le=10_000)
     date_prefix: bool | None = None
+    cache: CacheOptions = Field(default_factory=CacheOptions)
 
 
 class ChatCompletionRequest(BaseModel):

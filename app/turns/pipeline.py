@@ -12,8 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.attachments.service import attachment_service
-from app.context.assembler import AssembledContext, AssemblyInput, assemble
+from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, assemble
 from app.context.budget import BudgetPolicy, input_budget
+from app.context.cache_fit import annotate as annotate_cache
+from app.context.cache_hints import (
+    add_cache_hints,
+    client_marked_cache,
+    is_anthropic_model,
+    provider_cache_usage,
+)
+from app.context.cache_policy import CachePolicy, CacheState, cache_policy
 from app.context.engine import apply_context_engine
 from app.context.metadata import ContextUtilization, CostInfo
 from app.conversations.fingerprint import content_hash
@@ -48,6 +56,7 @@ class Prepared:
     resolved: ResolvedConversation | None = None  # None: context disabled, nothing stored
     new_messages: list[ConversationMessage] = field(default_factory=list)
     on_record: RecordHook | None = None  # the door's part of the turn's transaction
+    cache_state: CacheState | None = None  # the cache-aware fit's state to store, if it moved
 
     @property
     def conversation_id(self) -> str | None:
@@ -111,6 +120,8 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         # Compaction if due, memory bundle, long-term memories: what they take is reserved.
         memory = await prepare_memory(state, context, session, resolved, new, budget)
         room = budget - memory.reserved_tokens
+        policy = cache_policy(state.settings, request.context.cache)
+        stored = _stored_cache_state(resolved) if policy.enabled else None
         window = await load_history_window(
             session,
             resolved,
@@ -119,15 +130,17 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             chunk_tokens=state.settings.history_trim_chunk_tokens,
             boundary_tokens=memory.boundary_tokens,
             boundary_sequence=memory.boundary_sequence,
-            artifact_turns=state.settings.historical_turns,
+            artifact_turns=0 if stored else state.settings.historical_turns,
+            cache_state=stored,
         )
         attachments = await attachment_service.artifacts(
             session, context.caller.tenant_id, request.attachments
         )
     # Artifacts (tool results, attachments): plan, process, rewrite the window in place.
     engine = await apply_context_engine(
-        state, request, context.caller.tenant_id, window, room, attachments
-    )
+        state, request, context.caller.tenant_id, window, room, attachments,
+        historical_turns=0 if stored else None,
+    )  # fmt: skip
     assembled: AssembledContext = assemble(
         AssemblyInput(
             model=model,
@@ -139,10 +152,22 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             region_end=window.region_end,
             region_count=window.region_count,
             chunk_tokens=state.settings.history_trim_chunk_tokens,
+            cache=None
+            if stored is None
+            else CacheInput(
+                policy=policy,
+                state=stored,
+                region_first=window.region_first,
+                current_first=window.current_first,
+                count=lambda message: state.tokens.count_message(message, model),
+            ),
         )
     )
     engine.annotate(assembled.utilization)
     memory.apply(assembled, budget)
+    moved = _cache_outcome(
+        assembled, resolved, stored, policy, request, len(window.system), 1 if memory.bundle else 0
+    )
     return Prepared(
         request=request,
         caller=context.caller,
@@ -153,7 +178,40 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         resolved=resolved,
         new_messages=new,
         on_record=context.on_record,
+        cache_state=moved,
     )
+
+
+def _stored_cache_state(resolved: ResolvedConversation) -> CacheState:
+    conversation = resolved.conversation
+    if conversation is None:
+        return CacheState()
+    return CacheState(
+        conversation.cache_cut_sequence or 0,
+        conversation.cache_cut_tokens or 0,
+        conversation.cache_cleared_sequence or 0,
+    )
+
+
+def _cache_outcome(
+    assembled: AssembledContext,
+    resolved: ResolvedConversation,
+    stored: CacheState | None,
+    policy: CachePolicy,
+    request: ChatCompletionRequest,
+    system_count: int,
+    head_added: int,
+) -> CacheState | None:
+    """Report the cache-aware fit, add provider hints; the state to store if it moved."""
+    fit = assembled.cache
+    if fit is None or stored is None:
+        return None
+    annotate_cache(fit, assembled.utilization, continuing=resolved.conversation is not None)
+    if policy.cache_hints and is_anthropic_model(request.model):
+        messages = assembled.messages
+        if not client_marked_cache(messages, request.tools):
+            add_cache_hints(messages, system_count, assembled.prefix_count + head_added)
+    return fit.state if fit.state != stored else None
 
 
 def answer_message(
@@ -185,6 +243,7 @@ async def record(
 ) -> None:
     """Store the turn and the request log in one transaction, before the client is answered."""
     request = prepared.request
+    provider_cache_usage(prepared.utilization, usage.raw if usage else None)
     async with state.database.writing() as session:
         resolved = prepared.resolved
         if resolved is not None and answer is not None:
@@ -196,6 +255,7 @@ async def record(
                 model=request.model,
                 request_id=prepared.request_id,
                 prompt_tokens=usage.prompt_tokens if usage else None,
+                cache_state=prepared.cache_state,
             )
             if prepared.on_record is not None:
                 await prepared.on_record(session, answer, usage)

@@ -49,6 +49,12 @@ class Conversation(Base):
     compacted_tokens: Mapped[int] = mapped_column(default=0)
     # on_save memory extraction: turns <= memory_saved_turn were already read.
     memory_saved_turn: Mapped[int] = mapped_column(default=0, server_default="0")
+    # Cache-aware fit (app/context/cache_fit.py): history is sent from message
+    # cache_cut_sequence (absolute token cache_cut_tokens) on; tool results before
+    # cache_cleared_sequence are sent as placeholders. Both only grow.
+    cache_cut_sequence: Mapped[int] = mapped_column(default=0, server_default="0")
+    cache_cut_tokens: Mapped[int] = mapped_column(default=0, server_default="0")
+    cache_cleared_sequence: Mapped[int] = mapped_column(default=0, server_default="0")
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="conversation",

@@ -1,0 +1,55 @@
+"""The cache-aware fit's policy: deployment defaults (settings) overridden per request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from app.core.settings import Settings
+from app.protocol.chat import CacheOptions
+
+__all__ = ["CachePolicy", "CacheState", "cache_policy"]
+
+T = TypeVar("T")
+
+
+def _pick(value: T | None, default: T) -> T:
+    return default if value is None else value
+
+
+@dataclass(frozen=True, slots=True)
+class CachePolicy:
+    enabled: bool = True
+    low_water_ratio: float = 0.5
+    keep_tool_results: int = 3
+    clear_at_least_tokens: int = 4000
+    exclude_tools: frozenset[str] = field(default_factory=frozenset)
+    cache_hints: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CacheState:
+    """What the fit remembers with the conversation (conversations.cache_* columns).
+
+    ``cut_sequence``: history is sent from this message on (0: from the region start).
+    ``cleared_sequence``: tool results before this message are sent as placeholders (but
+    those of excluded tools). Both only grow, so the prompt's prefix is stable between cuts.
+    """
+
+    cut_sequence: int = 0
+    cut_tokens: int = 0  # absolute token position of that message (where loading starts)
+    cleared_sequence: int = 0
+
+
+def cache_policy(settings: Settings, options: CacheOptions) -> CachePolicy:
+    exclude = options.exclude_tools
+    return CachePolicy(
+        enabled=_pick(options.enabled, settings.cache_enabled),
+        low_water_ratio=_pick(options.low_water_ratio, settings.cache_low_water_ratio),
+        keep_tool_results=_pick(options.keep_tool_results, settings.cache_keep_tool_results),
+        clear_at_least_tokens=_pick(
+            options.clear_at_least_tokens, settings.cache_clear_at_least_tokens
+        ),
+        exclude_tools=frozenset(settings.cache_exclude_tools if exclude is None else exclude),
+        cache_hints=_pick(options.cache_hints, settings.cache_hints),
+    )

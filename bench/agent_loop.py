@@ -1,0 +1,281 @@
+"""``python -m bench.agent_loop [--steps 30] [--record]``: an agent loop's prompt-cache bill.
+
+A coding agent as issue 14 describes it, through the running server (``contextgate serve``,
+SQLite) to the fake upstream, which records every prompt: a ~1,500-token system prompt and
+three tools, then 30 steps of two calls each (the user asks, the model calls ``read_file``;
+the tool result of 2,000-8,000 tokens goes back, the model answers), the whole history resent
+on every call. Run at 32k, 64k and 128k input budgets, as pass-through (``context.enabled``
+false, nothing trimmed: the reference), the previous fit (``context.cache.enabled`` false)
+and the cache-aware fit (defaults, or ``--policy`` JSON).
+
+From the prompts the upstream actually received (tiktoken counts):
+
+- cache-weighted input cost: the longest prefix shared with the previous prompt (whole
+  messages, byte-identical, plus the tools) is a cache read at 0.1x; the rest is written to the
+  cache at 1.25x (Anthropic's prices with a breakpoint at the end of every prompt; OpenAI's
+  automatic caching is the same shape at 0.5x / 1x). Reported against pass-through;
+- share of calls whose prompt starts with the whole previous prompt;
+- raw input tokens, the largest prompt, prompts over the budget, broken tool call/result pairs.
+
+``--record`` writes the figures into bench/README.md's "## Agent loop" section and the plot to
+bench/agent_loop_cost.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+import app  # noqa: F401  (offline defaults before litellm is imported)
+from app.context.tokens import TokenCounter
+from bench.services import Contextgate
+from tests.fake_upstream import FakeUpstream
+
+BENCH = Path(__file__).resolve().parent
+PLOT = BENCH / "agent_loop_cost.png"
+SECTION = "## Agent loop"
+MODEL = "agent-model"
+COUNT_MODEL = "gpt-4o"
+READ, WRITE = 0.1, 1.25
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+    for name, description in [
+        ("read_file", "Read a file of the repository"),
+        ("grep", "Search the repository"),
+        ("run_tests", "Run the test suite"),
+    ]
+]
+WORDS = (
+    "def class return import self value result config request response handler session "
+    "token budget message history cache prefix index query async await raise error field "
+    "model state append window region engine planner tool call assert test fixture"
+).split()
+
+counter = TokenCounter()
+
+
+def _text(rng: random.Random, tokens: int) -> str:
+    lines = []
+    while True:
+        indent = "    " * rng.randint(0, 3)
+        lines.append(indent + " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))))
+        if len(lines) % 20 == 0 and counter.count_text("\n".join(lines), COUNT_MODEL) >= tokens:
+            break
+    encoding = counter.encoding(COUNT_MODEL)
+    return encoding.decode(encoding.encode("\n".join(lines))[:tokens])
+
+
+def _system(rng: random.Random, run: str) -> str:
+    return f"You are a coding agent (run {run}). Follow the repository's conventions.\n" + _text(
+        rng, 1500
+    )
+
+
+@dataclass
+class Run:
+    mode: str
+    budget: int
+    prompts: list[list[dict[str, Any]]] = field(default_factory=list)
+    seconds: float = 0.0
+    _figures: dict[str, Any] | None = None
+
+    def tokens(self, message: dict[str, Any]) -> int:
+        return counter.count_message(message, COUNT_MODEL)
+
+    def figures(self) -> dict[str, Any]:
+        if self._figures is None:
+            self._figures = self._compute()
+        return self._figures
+
+    def _compute(self) -> dict[str, Any]:
+        tools = counter.count_text(orjson.dumps(TOOLS).decode(), COUNT_MODEL)
+        costs, sizes, kept, previous = [], [], 0, None
+        for prompt in self.prompts:
+            sizes.append(sum(self.tokens(m) for m in prompt) + 3)
+            total = sizes[-1] + tools
+            cached = 0
+            if previous is not None:
+                common = 0
+                for old, new in zip(previous, prompt, strict=False):
+                    if orjson.dumps(old) != orjson.dumps(new):
+                        break
+                    common += 1
+                kept += common == len(previous)
+                cached = tools + sum(self.tokens(m) for m in prompt[:common])
+            costs.append(READ * cached + WRITE * (total - cached))
+            previous = prompt
+        return {
+            "costs": costs,
+            "cost": sum(costs),
+            "kept": kept / max(1, len(self.prompts) - 1),
+            "raw": sum(sizes),
+            "largest": max(sizes),
+            "over": sum(1 for s in sizes if s > self.budget),
+            "broken": sum(_broken_pairs(p) for p in self.prompts),
+        }
+
+
+def _broken_pairs(prompt: list[dict[str, Any]]) -> int:
+    broken, open_calls = 0, set()
+    for message in prompt:
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") not in open_calls:
+                broken += 1
+            open_calls.discard(message.get("tool_call_id"))
+            continue
+        broken += len(open_calls)  # calls whose results never came
+        open_calls = {str(c.get("id")) for c in message.get("tool_calls") or []}
+    return broken + len(open_calls)
+
+
+def run_loop(
+    client: httpx.Client, fake: FakeUpstream, mode: str, budget: int, steps: int, policy: dict
+) -> Run:
+    rng = random.Random(14)
+    run = Run(mode, budget)
+    context: dict[str, Any] = {"max_input_tokens": budget}
+    if mode == "pass-through":
+        context = {"enabled": False}
+    elif mode == "previous fit":
+        context["cache"] = {"enabled": False}
+    elif policy:
+        context["cache"] = policy
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": _system(rng, uuid.uuid4().hex[:8])}
+    ]
+    fake.reset()
+    started = time.perf_counter()
+
+    def call() -> dict[str, Any]:
+        body = {"model": MODEL, "messages": messages, "tools": TOOLS, "context": context}
+        response = client.post("/chat/completions", json=body)
+        response.raise_for_status()
+        message = response.json()["choices"][0]["message"]
+        return {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
+
+    for step in range(steps):
+        path = f"src/module_{step}.py"
+        messages.append(
+            {
+                "role": "user",
+                "content": f"Step {step}: look at {path} and fix what the tests report. "
+                f'CALL_TOOL:read_file:{{"path": "{path}"}}',
+            }
+        )
+        answer = call()
+        messages.append(answer)
+        for tool_call in answer.get("tool_calls") or []:
+            result = _text(rng, rng.randint(2000, 8000))
+            messages.append({"role": "tool", "tool_call_id": tool_call["id"], "content": result})
+        messages.append(call())
+    run.seconds = time.perf_counter() - started
+    for record in fake.requests():
+        body = record.get("body") or {}
+        if record.get("path", "").endswith("/chat/completions") and body.get("model") == MODEL:
+            run.prompts.append(body["messages"])
+    return run
+
+
+def plot(runs: list[Run], budget: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(9, 4.5))
+    for run in runs:
+        if run.budget == budget:
+            costs = run.figures()["costs"]
+            axis.plot(range(1, len(costs) + 1), [c / 1000 for c in costs], label=run.mode)
+    axis.set_xlabel("call")
+    axis.set_ylabel("cache-weighted input cost (k token-equivalents)")
+    axis.set_title(f"Agent loop, {budget // 1000}k budget: input cost per call")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(PLOT, dpi=110)
+
+
+def table(runs: list[Run]) -> str:
+    lines = [
+        "| budget | mode | cost vs pass-through | prefix kept | raw input tokens "
+        "| largest prompt | over budget | broken pairs |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    reference = {r.budget: r.figures()["cost"] for r in runs if r.mode == "pass-through"}
+    for run in runs:
+        f = run.figures()
+        ratio = f["cost"] / reference[run.budget] if run.budget in reference else float("nan")
+        over = "n/a" if run.mode == "pass-through" else str(f["over"])
+        lines.append(
+            f"| {run.budget // 1000}k | {run.mode} | {ratio:.2f}x | {f['kept']:.0%} "
+            f"| {f['raw']:,} | {f['largest']:,} | {over} | {f['broken']} |"
+        )
+    return "\n".join(lines)
+
+
+def record(text: str) -> None:
+    readme = BENCH / "README.md"
+    content = readme.read_text()
+    start = content.find(SECTION)
+    if start < 0:
+        content = content.rstrip() + "\n\n" + text + "\n"
+    else:
+        end = content.find("\n## ", start + len(SECTION))
+        content = content[:start] + text + ("\n" + content[end:] if end >= 0 else "\n")
+    readme.write_text(content)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--budgets", default="32000,64000,128000")
+    parser.add_argument("--policy", default="{}", help="context.cache JSON for the cache run")
+    parser.add_argument("--modes", default="pass-through,previous fit,cache-aware fit")
+    parser.add_argument("--record", action="store_true")
+    args = parser.parse_args()
+    policy = orjson.loads(args.policy)
+    budgets = [int(b) for b in args.budgets.split(",")]
+    modes = args.modes.split(",")
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory() as tmp, FakeUpstream() as fake:
+        database = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
+        with (
+            Contextgate(Path(tmp), fake.base_url, database) as server,
+            httpx.Client(base_url=server.base_url, timeout=120.0, trust_env=False) as client,
+        ):
+            for budget in budgets:
+                for mode in modes:
+                    if mode == "pass-through" and runs and runs[0].mode == "pass-through":
+                        runs.append(Run(mode, budget, runs[0].prompts))  # the same prompts
+                        continue
+                    runs.append(run_loop(client, fake, mode, budget, args.steps, policy))
+                    print(table(runs).splitlines()[-1], f"{runs[-1].seconds:.0f} s", flush=True)
+    text = table(runs)
+    print(text)
+    if args.record:
+        plot(runs, 64000 if 64000 in budgets else budgets[0])
+        record(f"{SECTION}\n\n{text}\n")
+
+
+if __name__ == "__main__":
+    main()
