@@ -38,6 +38,7 @@ from app.llm.reach import HelperModels
 from app.llm.routing import ModelRouter, load_model_list
 from app.memories.router import router as memories_router
 from app.memories.runtime import MemoryRuntime
+from app.responses.router import router as responses_router
 from app.system.router import router as system_router
 from app.ui.router import install_ui
 
@@ -185,6 +186,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(attachments_router)
     app.include_router(keys_router)
     app.include_router(embeddings_router)
+    app.include_router(responses_router)
     app.include_router(system_router)
     install_ui(app)
     install_openapi(app)

@@ -73,7 +73,7 @@ class ResponsesRenderer:
         self.sequence = 0
         self.items: list[_Item] = []
         self.calls: dict[int, _Item] = {}
-        self.final: dict[str, Any] | None = None  # the Response once the turn is stored
+        self.finish_reason: str | None = None
 
     # ---- events ----------------------------------------------------------------------
     def _event(self, kind: str, **fields: Any) -> bytes:
@@ -120,6 +120,7 @@ class ResponsesRenderer:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
             if delta.get("reasoning_content") or delta.get("thinking_blocks"):
                 out += self._reasoning(delta)
             if delta.get("content"):
@@ -128,28 +129,28 @@ class ResponsesRenderer:
                 out += self._tool_call(call)
         return out
 
-    def finish(self, result: Any) -> list[bytes]:
-        """The turn is stored: close open items and build the final Response. The door sends
-        ``completed()`` once it has stored the response record."""
-        out = self._close_all()
-        blocks = result.message.get("thinking_blocks")
+    def output(self, thinking_blocks: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        """The output items as they stand (the answer has fully arrived): what is stored."""
         for item in self.items:
-            if item.kind == "reasoning" and blocks:
-                item.thinking_blocks = blocks  # the pipeline's copy is the stored one
+            if item.kind == "reasoning" and thinking_blocks:
+                item.thinking_blocks = thinking_blocks  # the pipeline's copy is the stored one
+        return [item.body("completed") for item in self.items]
+
+    def finish(self, result: Any) -> list[bytes]:
+        """The turn (and the response record with it) is stored: close what is open, then
+        response.completed (or response.incomplete) with the whole Response."""
+        self.output(result.message.get("thinking_blocks"))
+        out = self._close_all()
         incomplete = incomplete_reason(result.finish_reason)
         self.conversation_id = result.conversation_id or self.conversation_id
-        self.final = self.response(
+        final = self.response(
             "incomplete" if incomplete else "completed",
             usage=response_usage(result.usage),
             utilization=result.prepared.utilization.model_dump(mode="json"),
             incomplete=incomplete,
         )
-        return out
-
-    def completed(self) -> list[bytes]:
-        assert self.final is not None
-        kind = "response.incomplete" if self.final["status"] == "incomplete" else None
-        return [self._event(kind or "response.completed", response=self.final)]
+        kind = "response.incomplete" if incomplete else "response.completed"
+        return [*out, self._event(kind, response=final)]
 
     def fail(self, error: ContextGateError) -> list[bytes]:
         # A Response's error code is one of OpenAI's few; ours travels in the message.

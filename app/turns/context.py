@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from app.conversations.messages import ConversationMessage
     from app.llm.responses import Usage
+    from app.turns.pipeline import Prepared
 
 __all__ = ["Door", "RecordHook", "TurnContext"]
 
@@ -21,7 +22,9 @@ Door = Literal["chat", "responses", "messages"]
 
 # Called in the transaction that stores a turn, after its messages (the answer has its
 # sequence_number): a door stores what it keeps beside the conversation, atomically with it.
-RecordHook = Callable[["AsyncSession", "ConversationMessage", "Usage | None"], Awaitable[None]]
+RecordHook = Callable[
+    ["AsyncSession", "Prepared", "ConversationMessage", "Usage | None"], Awaitable[None]
+]
 
 
 @dataclass(frozen=True, slots=True)

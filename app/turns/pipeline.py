@@ -258,7 +258,7 @@ async def record(
                 cache_state=prepared.cache_state,
             )
             if prepared.on_record is not None:
-                await prepared.on_record(session, answer, usage)
+                await prepared.on_record(session, prepared, answer, usage)
         await request_log_repository.insert(
             session,
             {

@@ -82,7 +82,6 @@ def test_reasoning_text_and_tool_calls_stream_as_typed_events() -> None:
         "tool_calls": [{"id": "call_1", "function": {"name": "f", "arguments": '{"a":1}'}}],
     }
     frames += r.finish(result(message, "tool_calls"))
-    frames += r.completed()
     events = decode(frames)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     kinds = [e["type"] for e in events]
@@ -116,7 +115,6 @@ def test_a_cut_answer_is_incomplete_and_a_failure_is_response_failed() -> None:
     r = renderer()
     frames = r.start() + r.chunk(chunk(content="partial"))
     frames += r.finish(result({"role": "assistant", "content": "partial"}, "length"))
-    frames += r.completed()
     last = decode(frames)[-1]
     assert last["type"] == "response.incomplete"
     assert last["response"]["incomplete_details"] == {"reason": "max_output_tokens"}

@@ -1,0 +1,119 @@
+"""The Responses door: POST /v1/responses, GET/DELETE /v1/responses/{id}, and its input items."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from app.core.deps import CallerDep, StateDep
+from app.core.jsonresponse import json_response
+from app.core.limits import check_chat_limits
+from app.core.state import AppState
+from app.responses.create import NewResponse, build_turn
+from app.responses.objects import incomplete_reason
+from app.responses.schemas import ResponsesRequest
+from app.responses.service import response_service
+from app.turns.context import TurnContext
+from app.turns.guard import guarded
+from app.turns.pipeline import new_request_id
+from app.turns.service import run_turn
+from app.turns.stream import open_turn_stream
+
+router = APIRouter(tags=["responses"])
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+@router.post("/v1/responses", response_model=None)
+async def create_response(
+    body: ResponsesRequest,
+    request: Request,
+    caller: CallerDep,
+    state: StateDep,
+    x_conversation_id: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> Response:
+    if body.conversation_id is None and x_conversation_id:
+        body.conversation_id = x_conversation_id
+    turn = await build_turn(state, caller, body)
+    check_chat_limits(state.settings, turn)
+    new = NewResponse(body, caller.tenant_id)
+    context = TurnContext(
+        request=turn,
+        caller=caller,
+        request_id=getattr(request.state, "request_id", None) or new_request_id(),
+        started=getattr(request.state, "started", None) or time.perf_counter(),
+        door="responses",
+        on_record=new.record if body.store else None,
+    )
+    return await guarded(
+        request,
+        state,
+        caller,
+        body.model_dump(mode="json"),
+        idempotency_key,
+        lambda: _answer(state, context, new),
+    )
+
+
+async def _answer(state: AppState, context: TurnContext, new: NewResponse) -> Response:
+    if context.request.stream:
+        stream = await open_turn_stream(state, context, new.stream_renderer)
+        headers = dict(SSE_HEADERS)
+        if stream.prepared.conversation_id:
+            headers["X-Conversation-Id"] = stream.prepared.conversation_id
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+    result = await run_turn(state, context)
+    incomplete = incomplete_reason(result.finish_reason)
+    if incomplete and new.output is not None:  # stored as completed: say why it stopped
+        await response_service.mark_incomplete(
+            state.database, context.caller.tenant_id, new.id, incomplete
+        )
+    headers = {}
+    if result.conversation_id:
+        headers["X-Conversation-Id"] = result.conversation_id
+    return json_response(new.body_of(result, incomplete), headers=headers)
+
+
+@router.get("/v1/responses/{response_id}", response_model=None)
+async def get_response(response_id: str, caller: CallerDep, state: StateDep) -> Response:
+    record = await response_service.get(state.database, caller.tenant_id, response_id)
+    headers = {"X-Conversation-Id": record.conversation_id}
+    return json_response(response_service.to_object(record), headers=headers)
+
+
+@router.delete("/v1/responses/{response_id}", response_model=None)
+async def delete_response(response_id: str, caller: CallerDep, state: StateDep) -> Response:
+    await response_service.delete(state.database, caller.tenant_id, response_id)
+    return json_response({"id": response_id, "object": "response", "deleted": True})
+
+
+@router.get("/v1/responses/{response_id}/input_items", response_model=None)
+async def list_input_items(
+    response_id: str,
+    caller: CallerDep,
+    state: StateDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    order: Literal["asc", "desc"] = "desc",
+    after: str | None = None,
+) -> Response:
+    record = await response_service.get(state.database, caller.tenant_id, response_id)
+    items: list[dict[str, Any]] = list(record.input_items)
+    if order == "desc":
+        items.reverse()
+    if after is not None:
+        ids = [item.get("id") for item in items]
+        items = items[ids.index(after) + 1 :] if after in ids else []
+    page = items[:limit]
+    return json_response(
+        {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit,
+        }
+    )
