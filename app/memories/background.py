@@ -19,6 +19,7 @@ from app.llm.reach import helper_models
 from app.llm.responses import Usage
 from app.memories.compaction import CompactionReport, Compactor
 from app.memories.extraction import extraction_due, run_extraction
+from app.memories.periodic import periodic_due, run_periodic_summary
 
 __all__ = ["compaction_ratio", "schedule_memory_work"]
 
@@ -56,6 +57,7 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
                 state, tenant_id, resolved.conversation_id, model, request.model, budget
             ),
         )
+    _schedule_periodic_summary(state, prepared, model)
     mode = request.context.memory_extraction or settings.memory_extraction_mode
     if request.user and request.context.memory and mode != "off":
         before = resolved.conversation.turn_count if resolved.conversation else 0
@@ -74,6 +76,28 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
                     count_model=request.model,
                 ),
             )
+
+
+def _schedule_periodic_summary(state: AppState, prepared: Any, model: str) -> None:
+    """Every N message pairs (context.summary_every_pairs, else the setting)."""
+    request, resolved = prepared.request, prepared.resolved
+    every = request.context.summary_every_pairs
+    if every is None:
+        every = state.settings.summary_every_pairs
+    new_turns = sum(1 for m in prepared.new_messages if m.role == "user")
+    before = resolved.conversation.turn_count if resolved.conversation else 0
+    if periodic_due(every, before + new_turns, new_turns > 0):
+        _spawn(
+            state,
+            run_periodic_summary(
+                state,
+                tenant_id=prepared.caller.tenant_id,
+                conversation_id=resolved.conversation_id,
+                pairs=every,
+                model=model,
+                count_model=request.model,
+            ),
+        )
 
 
 async def _compact_in_background(

@@ -140,6 +140,8 @@ class SummaryOut(BaseModel):
     facts: list[dict[str, object]]
     token_count: int
     merged_into: str | None
+    kind: str = "compaction"  # or "periodic" (every N message pairs)
+    method: str = "llm"  # or "rule_based" (the summarizer failed)
     model: str | None
     cost: float
     created_at: UtcDatetime

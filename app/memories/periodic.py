@@ -1,0 +1,106 @@
+"""Periodic summaries (seed 004): every N message pairs, after the answer, in the background.
+
+Beside compaction (which summarizes under token pressure and forms the memory bundle), a
+periodic summary covers the last N pairs whatever the budget: it is stored with
+``kind="periodic"`` and listed in ``GET /v1/conversations/{id}``; it is not injected, so the
+prompt never carries the same turns twice. When the summarizer fails, a rule-based summary
+(question/answer pairs and key points) is stored instead with ``method="rule_based"``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from app.core.state import AppState
+from app.db.models import ConversationSummaryRow
+from app.memories.bundle import SummaryView, summary_tokens
+from app.memories.llm_json import SummarizerFailed, call_json
+from app.memories.repository import memory_repository
+from app.memories.rule_summary import rule_based_summary
+from app.memories.schemas import MEMORY_TYPES, SummaryOutput
+from app.memories.windows import render_transcript
+
+__all__ = ["PERIODIC_SYSTEM", "periodic_due", "run_periodic_summary", "summarize_pairs"]
+
+logger = logging.getLogger(__name__)
+
+PERIODIC_SYSTEM = f"""You write a running summary of a conversation between a user and an \
+assistant, every few exchanges.
+Answer with one JSON object and nothing else:
+{{"episodic": "<4-6 short bullet points, under 120 tokens: tasks, decisions, preferences, \
+constraints, data values>",
+ "facts": [{{"fact": "<one self-contained statement worth remembering>", "type": "<one of: \
+{", ".join(MEMORY_TYPES)}>", "importance": <1-10>, "confidence": <0-1>}}]}}
+Keep names, numbers and identifiers exactly."""
+
+
+def periodic_due(every: int, turn_count: int, new_turn: bool) -> bool:
+    """True when this request completed pair number k x ``every`` (0: never)."""
+    return every > 0 and new_turn and turn_count > 0 and turn_count % every == 0
+
+
+async def summarize_pairs(
+    state: AppState,
+    *,
+    tenant_id: str,
+    conversation_id: str,
+    pairs: int,
+    model: str,
+    count_model: str,
+) -> ConversationSummaryRow | None:
+    """Summarize the newest ``pairs`` turns; the rule-based summary when the model fails."""
+    async with state.database.reading() as session:
+        conversation = await memory_repository.conversation(session, tenant_id, conversation_id)
+        if conversation is None or conversation.turn_count == 0:
+            return None
+        last_turn = conversation.turn_count
+        first_turn = max(1, last_turn - pairs + 1)
+        messages = await memory_repository.messages_between(
+            session,
+            conversation_id,
+            first_sequence=conversation.system_prompt_count,
+            first_turn=first_turn,
+            last_turn=last_turn,
+        )
+    if not messages:
+        return None
+    row = ConversationSummaryRow(
+        conversation_id=conversation_id,
+        tenant_id=tenant_id,
+        kind="periodic",
+        level=0,
+        first_turn=first_turn,
+        last_turn=last_turn,
+        start_tokens=messages[0].start_tokens,
+        end_tokens=messages[-1].start_tokens + messages[-1].token_count,
+    )
+    try:
+        output, cost = await call_json(
+            state, model, PERIODIC_SYSTEM, render_transcript(messages), SummaryOutput
+        )
+        row.episodic = output.episodic
+        row.facts = [fact.model_dump() for fact in output.facts]
+        row.method, row.model, row.cost = "llm", model, cost
+    except SummarizerFailed as exc:
+        logger.warning(
+            "periodic summary: summarizer failed, rule-based summary stored",
+            extra={"conversation_id": conversation_id, "error": str(exc)},
+        )
+        fallback = rule_based_summary(messages, first_turn, last_turn)
+        row.episodic, row.facts = fallback.text, fallback.facts
+        row.method, row.model, row.cost = "rule_based", None, 0.0
+    row.token_count = summary_tokens(
+        SummaryView(row.id or "", first_turn, last_turn, row.episodic, row.facts),
+        lambda text: state.tokens.count_text(text, count_model),
+    )
+    async with state.database.writing() as session:
+        session.add(row)
+    return row
+
+
+async def run_periodic_summary(state: AppState, **kwargs: object) -> None:
+    """Background entry point: failures are logged, never raised (the answer is gone)."""
+    try:
+        await summarize_pairs(state, **kwargs)  # type: ignore[arg-type]
+    except Exception:
+        logger.exception("periodic summary crashed")
