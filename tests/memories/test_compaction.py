@@ -17,7 +17,7 @@ from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import SUMMARY, app_state, chat, drain, upstream_chats, words
 
 SMALL = {"max_input_tokens": 600}
-NO_TRIGGER = {"compaction_ratio": 1.0}  # no background compaction after the response
+NO_TRIGGER = {"compaction_ratio": 1.0, "summary_every_pairs": 0}  # no background summarizer calls
 
 
 async def long_conversation(

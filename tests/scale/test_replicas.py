@@ -46,6 +46,7 @@ def replicas(
         "CONTEXTGATE_PLANNER_MODEL": "fake-planner",
         "CONTEXTGATE_SUMMARIZER_MODEL": "fake-summarizer",
         "CONTEXTGATE_MEMORY_EXTRACTION_MODE": "off",
+        "CONTEXTGATE_SUMMARY_EVERY_PAIRS": "0",  # only compaction calls the summarizer here
     }
     logs = tmp_path_factory.mktemp("replicas")
     servers: list[ContextgateServer] = []
