@@ -6,15 +6,17 @@ VENV      ?= .venv
 PY        := $(VENV)/bin/python
 PIP       := $(VENV)/bin/pip
 STAMP     := $(VENV)/.installed
+RUNTIME   := $(VENV)/.installed-runtime
 HOST      ?= 127.0.0.1
 PORT      ?= 8000
 PYTEST_ARGS ?=
 LINT_PATHS := $(wildcard app tests bench migrations)
 
-.PHONY: help install run test lint typecheck unit system-deps agents bench clean
+.PHONY: help install install-runtime run demo test lint typecheck unit system-deps agents bench clean
 
 help:
-	@echo "make run     install if needed, migrate, serve on http://$(HOST):$(PORT)/v1"
+	@echo "make run     install the runtime if needed, migrate, serve on http://$(HOST):$(PORT)/v1"
+	@echo "make demo    the same with the built-in offline demo model (no provider needed)"
 	@echo "make test    install if needed (PostgreSQL and Redis too), lint, typecheck, run every test"
 	@echo "make bench   run the benchmarks in bench/ and print their tables"
 
@@ -22,15 +24,27 @@ $(PY):
 	python3 -m venv $(VENV)
 
 # Re-install only when the project's metadata changed: `make install` is quick when done.
+# `make install` (and `make test`): the project with its dev extras (test, lint, type-check tools).
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --quiet --upgrade "pip>=23"
 	$(PIP) install --quiet -e ".[dev]"
-	touch $(STAMP)
+	touch $(STAMP) $(RUNTIME)
+
+# `make run` / `make demo`: only what the server needs (a dev install satisfies it too).
+$(RUNTIME): pyproject.toml | $(PY)
+	$(PIP) install --quiet --upgrade "pip>=23"
+	$(PIP) install --quiet -e .
+	touch $(RUNTIME)
 
 install: $(STAMP)
 
-run: install
+install-runtime: $(RUNTIME)
+
+run: install-runtime
 	$(VENV)/bin/contextgate serve --host $(HOST) --port $(PORT)
+
+demo: install-runtime
+	$(VENV)/bin/contextgate serve --demo --host $(HOST) --port $(PORT)
 
 # The real PostgreSQL and Redis servers the tests start on loopback. Installing needs root and
 # Debian's apt; where that cannot happen the tests that need them skip and say why.

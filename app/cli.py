@@ -20,6 +20,32 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("contextgate")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            installed = "(not installed)"
+        typer.echo(f"contextgate {installed}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """OpenAI-compatible proxy with conversation memory and context management."""
+
+
 app.add_typer(keys_app, name="keys")
 app.add_typer(conversations_app, name="conversations")
 app.command()(doctor)
@@ -76,6 +102,14 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 1,
     reload: Annotated[bool, typer.Option(help="Reload on code changes (development).")] = False,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Answer with the built-in offline demo model (no provider, no key); "
+            "its own database file unless CONTEXTGATE_DATABASE_URL is set.",
+        ),
+    ] = False,
 ) -> None:
     """Apply migrations, then serve the OpenAI-compatible API."""
     import uvicorn
@@ -83,6 +117,8 @@ def serve(
     from app.core.logging import configure_logging
     from app.llm.routing import ConfigError, load_model_list
 
+    if demo:
+        _configure_demo(host, port)
     settings = _settings_or_exit()
     configure_logging(settings.log_level)
     if settings.config is not None:
@@ -107,6 +143,31 @@ def serve(
         # Workers import litellm at start: on a busy host that outlasts uvicorn's default 5 s
         # ping, and the supervisor would kill and respawn them forever.
         timeout_worker_healthcheck=60,
+    )
+
+
+def _configure_demo(host: str, port: int) -> None:
+    """Point this server at its own /demo/v1 (the workers read the same environment)."""
+    import os
+
+    from app.demo.router import DEMO_PREFIX
+
+    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    local = f"[{local}]" if ":" in local else local
+    os.environ["CONTEXTGATE_DEMO"] = "true"
+    os.environ["CONTEXTGATE_UPSTREAM_BASE_URL"] = f"http://{local}:{port}{DEMO_PREFIX}"
+    os.environ.pop("CONTEXTGATE_UPSTREAM_API_KEY", None)
+    os.environ.pop("CONTEXTGATE_CONFIG", None)
+    os.environ.setdefault("CONTEXTGATE_DATABASE_URL", "sqlite+aiosqlite:///./contextgate-demo.db")
+    os.environ.setdefault("CONTEXTGATE_PLANNER_MODEL", "demo-planner")
+    os.environ.setdefault("CONTEXTGATE_SUMMARIZER_MODEL", "demo-summarizer")
+    no_proxy = os.environ.get("NO_PROXY", "")
+    os.environ["NO_PROXY"] = ",".join(filter(None, [no_proxy, local.strip("[]")]))
+    typer.echo(
+        f"contextgate demo: an offline demo model answers every model name "
+        f"(try model 'demo'); OpenAI base URL http://{local}:{port}/v1, inspector "
+        f"http://{local}:{port}/ui, database {os.environ['CONTEXTGATE_DATABASE_URL']}",
+        err=True,
     )
 
 

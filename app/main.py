@@ -25,6 +25,7 @@ from app.core.redact import configure_redaction
 from app.core.settings import Settings, load_settings
 from app.core.state import AppState
 from app.core.textcheck import TextCheckMiddleware
+from app.demo.router import install_demo
 from app.embeddings.router import router as embeddings_router
 from app.keys.router import router as keys_router
 from app.keys.wiring import (
@@ -189,5 +190,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(responses_router)
     app.include_router(system_router)
     install_ui(app)
+    if settings.demo:
+        install_demo(app)
     install_openapi(app)
     return app

@@ -153,6 +153,8 @@ class Settings(BaseSettings):
     summary_cache_ttl_s: int = Field(7 * 24 * 3600, ge=1)
 
     # --- server --------------------------------------------------------------------------
+    # `contextgate serve --demo`: mount the built-in offline demo model at /demo/v1.
+    demo: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("database_url")

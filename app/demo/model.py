@@ -1,0 +1,184 @@
+"""The built-in offline demo model: deterministic answers shaped like a real model's.
+
+It answers the requests contextgate itself sends (the planner's JSON plan, artifact summaries,
+compaction summaries, memory extraction) in their expected formats, so that a newcomer sees the
+planner, the summaries, compaction and memory at work with no provider. For a user it echoes
+what it was sent (how many messages, the last question, names it was told), calls a tool when
+asked to, and reports token usage counted with tiktoken as a real model would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import struct
+from typing import Any
+
+import orjson
+
+from app.context.tokens import TokenCounter, text_of
+
+__all__ = ["DEMO_CREATED", "DEMO_MODELS", "answer", "embed", "usage"]
+
+DEMO_CREATED = 1_767_225_600  # fixed: answers are byte-for-byte reproducible
+DEMO_MODELS = ("demo", "demo-planner", "demo-summarizer")
+_COUNTER = TokenCounter()
+_ARTIFACT = re.compile(r'<artifact_preview id="([^"]+)">\n(.*?)\n</artifact_preview>', re.S)
+_SOURCE = re.compile(r"<source[^>]*>\n?(.*?)\n?</source>", re.S)
+_NAME = re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_TOOL_ASK = re.compile(r"\b(use|call|run|check|look up|weather)\b", re.I)
+
+
+def _system(messages: list[dict[str, Any]]) -> str:
+    first = messages[0] if messages else {}
+    return text_of(first.get("content")) if first.get("role") == "system" else ""
+
+
+def _last(messages: list[dict[str, Any]], role: str) -> dict[str, Any] | None:
+    return next((m for m in reversed(messages) if m.get("role") == role), None)
+
+
+def _sentences(text: str, limit: int) -> str:
+    picked = [s.strip() for s in _SENTENCE.findall(text) if len(s.strip()) > 3][:limit]
+    return " ".join(picked)[:600]
+
+
+def _plan(messages: list[dict[str, Any]]) -> str:
+    """An ArtifactPlan: summarize long artifacts, include short ones in full."""
+    decisions = []
+    for priority, (artifact_id, preview) in enumerate(
+        _ARTIFACT.findall(text_of(messages[-1].get("content"))), start=1
+    ):
+        long = "chars omitted" in preview or len(preview) > 800
+        decisions.append(
+            {
+                "artifact_id": artifact_id,
+                "strategy": "summarize" if long else "include_full",
+                "priority": priority,
+                "relevance_rationale": "long: a summary keeps what matters"
+                if long
+                else "short and relevant",
+                "summarization_focus": "the user's question" if long else None,
+                "extraction_query": None,
+            }
+        )
+    reasoning = f"demo planner: {len(decisions)} artifact(s); long ones summarized"
+    return orjson.dumps({"artifacts": decisions, "reasoning": reasoning}).decode()
+
+
+def _user_text(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(text_of(m.get("content")) for m in messages if m.get("role") != "system")
+
+
+def _compaction(messages: list[dict[str, Any]]) -> str:
+    text = _user_text(messages)
+    facts = [
+        {"fact": f"The user's name is {name}.", "type": "fact", "importance": 8, "confidence": 1}
+        for name in dict.fromkeys(_NAME.findall(text))
+    ]
+    episodic = f"Demo summary of earlier turns: {_sentences(text, 4)}"
+    return orjson.dumps({"episodic": episodic, "facts": facts}).decode()
+
+
+def _extraction(messages: list[dict[str, Any]]) -> str:
+    text = _user_text(messages)
+    memories = [
+        {"content": f"The user's name is {name}.", "memory_type": "fact", "importance": 8}
+        for name in dict.fromkeys(_NAME.findall(text))
+    ]
+    return orjson.dumps({"memories": memories}).decode()
+
+
+def _summary(messages: list[dict[str, Any]]) -> str:
+    text = _user_text(messages)
+    found = _SOURCE.search(text)
+    return f"Summary (demo): {_sentences(found.group(1) if found else text, 3)}"
+
+
+def _tool_call(tools: list[dict[str, Any]], asked: str) -> dict[str, Any] | None:
+    """A call of the tool the user names (else the first one) when the user asks for one."""
+    if not tools or not _TOOL_ASK.search(asked):
+        return None
+    functions = [t.get("function") or {} for t in tools if isinstance(t, dict)]
+    chosen = next((f for f in functions if f.get("name") and f["name"] in asked), functions[0])
+    properties = (chosen.get("parameters") or {}).get("properties") or {}
+    words = re.findall(r"[A-Z][a-z]+", asked) or ["demo"]
+    arguments = {
+        name: (words[-1] if (spec or {}).get("type", "string") == "string" else 1)
+        for name, spec in properties.items()
+    }
+    digest = hashlib.sha256(asked.encode()).hexdigest()[:12]
+    return {
+        "id": f"call_demo_{digest}",
+        "type": "function",
+        "function": {
+            "name": str(chosen.get("name") or "tool"),
+            "arguments": orjson.dumps(arguments).decode(),
+        },
+    }
+
+
+def _chat_answer(messages: list[dict[str, Any]]) -> str:
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return f"Demo answer from the tool result: {_sentences(text_of(last.get('content')), 2)}"
+    user = _last(messages, "user") or {}
+    question = text_of(user.get("content")).strip()
+    seen = _user_text(messages)
+    names = _NAME.findall(seen)
+    parts = [f'Demo answer (offline model): you asked "{question[:200]}".']
+    parts.append(f"I was sent {len(messages)} message(s), about {count(messages)} tokens.")
+    if names and "name" in question.lower() and not _NAME.search(question):
+        parts.append(f"Your name is {names[-1]}.")
+    return " ".join(parts)
+
+
+def count(messages: list[dict[str, Any]]) -> int:
+    return _COUNTER.count_messages(messages, "gpt-4o-mini")
+
+
+def answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
+    """(content, tool_calls) for one chat request, by what the request is."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = _system(messages)
+    if system.startswith("You plan the context"):
+        return _plan(messages), []
+    if system.startswith(("You compact the older part", "You merge consecutive summaries")):
+        return _compaction(messages), []
+    if system.startswith("You maintain the long-term memory"):
+        return _extraction(messages), []
+    if system.startswith("You summarize a document"):
+        return _summary(messages), []
+    last = messages[-1] if messages else {}
+    if last.get("role") == "user":
+        call = _tool_call(body.get("tools") or [], text_of(last.get("content")))
+        if call is not None:
+            return None, [call]
+    return _chat_answer(messages), []
+
+
+def usage(
+    body: dict[str, Any], content: str | None, tool_calls: list[dict[str, Any]]
+) -> dict[str, int]:
+    prompt = count([m for m in body.get("messages") or [] if isinstance(m, dict)])
+    completion = _COUNTER.count_text(content or "", "gpt-4o-mini")
+    if tool_calls:
+        completion += _COUNTER.count_text(orjson.dumps(tool_calls).decode(), "gpt-4o-mini")
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def embed(text: str, dimensions: int = 64) -> list[float]:
+    """A deterministic unit vector from the text's words (similar texts, similar vectors)."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.sha256(word.encode()).digest()
+        index = struct.unpack_from(">I", digest)[0] % dimensions
+        vector[index] += 1.0 if digest[4] % 2 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
