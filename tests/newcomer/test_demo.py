@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -69,7 +68,8 @@ def test_demo_answers_remembers_and_reports(demo: str) -> None:
     )
     assert first.choices[0].message.content is not None
     assert first.choices[0].message.content.startswith("Demo answer")
-    assert first.usage is not None and first.usage.prompt_tokens > 0
+    assert first.usage is not None
+    assert first.usage.prompt_tokens > 0
     conversation_id = _extras(first)["conversation_id"]
     second = client.chat.completions.create(
         model="demo",
