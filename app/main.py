@@ -39,6 +39,7 @@ from app.llm.reach import HelperModels
 from app.llm.routing import ModelRouter, load_model_list
 from app.memories.router import router as memories_router
 from app.memories.runtime import MemoryRuntime
+from app.memories.save import router as conversation_save_router
 from app.responses.router import router as responses_router
 from app.system.router import router as system_router
 from app.ui.router import install_ui
@@ -184,6 +185,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(chat_router)
     app.include_router(conversations_router)
     app.include_router(memories_router)
+    app.include_router(conversation_save_router)
     app.include_router(attachments_router)
     app.include_router(keys_router)
     app.include_router(embeddings_router)

@@ -131,6 +131,8 @@ class ContextUtilization(BaseModel):
     cache_stats: CacheStats = Field(default_factory=CacheStats)
     compaction: dict[str, Any] | None = None
     memories_injected: list[dict[str, Any]] = Field(default_factory=list)
+    # ids of memories the model saved with the ``remember`` tool (llm_triggered extraction)
+    memories_remembered: list[str] = Field(default_factory=list)
     # Why something fell back (planner failed, cache unreachable, …); empty when all went well.
     notes: list[str] = Field(default_factory=list)
 

@@ -10,6 +10,7 @@ from app.context.metadata import CostInfo
 from app.core.errors import ContextGateError
 from app.core.state import AppState
 from app.llm.responses import Usage
+from app.memories.remember import llm_call_with_remember
 from app.turns.context import TurnContext
 from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
 
@@ -65,9 +66,7 @@ async def run_turn(state: AppState, context: TurnContext) -> TurnResult:
     prepared = await prepare(state, context)
     request = prepared.request
     try:
-        completion = await state.llm.complete(
-            request.model, prepared.messages, request.forwarded_params()
-        )
+        completion = await llm_call_with_remember(state, prepared)  # = state.llm.complete
     except ContextGateError as error:
         await record_failure(state, prepared, error)
         raise

@@ -19,6 +19,7 @@ from app.core.state import AppState
 from app.llm.client import StreamHandle
 from app.llm.errors import map_upstream_error
 from app.llm.responses import usage_of
+from app.memories.remember import llm_stream_with_remember
 from app.turns.accumulate import StreamAccumulator
 from app.turns.context import TurnContext
 from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
@@ -148,11 +149,8 @@ async def open_turn_stream(
     """Prepare and open the upstream stream; errors before its first chunk raise (the door
     answers them as HTTP errors in its own envelope)."""
     prepared = await prepare(state, context)
-    request = prepared.request
     try:
-        handle = await state.llm.stream(
-            request.model, prepared.messages, request.forwarded_params()
-        )
+        handle = await llm_stream_with_remember(state, prepared)  # = state.llm.stream
     except ContextGateError as error:
         await record_failure(state, prepared, error)
         raise
