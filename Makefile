@@ -68,6 +68,7 @@ system-deps:
 # why, only when npm cannot install it).
 AGENTS_DIR := test-artifacts/agents
 CLAUDE_CODE_VERSION ?= 2.1.197
+CODEX_VERSION ?= 0.169.0
 
 agents:
 	@if ! command -v npm >/dev/null; then \
@@ -80,6 +81,17 @@ agents:
 		npm install --no-audit --no-fund --prefix $(AGENTS_DIR)/claude-code \
 			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) >/dev/null \
 			|| echo "agents: npm could not install Claude Code; its acceptance test will skip"; \
+	fi
+	@if ! command -v npm >/dev/null; then \
+		echo "agents: npm not found; the Codex CLI acceptance test will skip"; \
+	elif [ -x $(AGENTS_DIR)/codex/node_modules/.bin/codex ]; then \
+		echo "agents: Codex CLI present"; \
+	else \
+		echo "agents: installing @openai/codex@$(CODEX_VERSION)"; \
+		mkdir -p $(AGENTS_DIR)/codex; \
+		npm install --no-audit --no-fund --prefix $(AGENTS_DIR)/codex \
+			@openai/codex@$(CODEX_VERSION) >/dev/null \
+			|| echo "agents: npm could not install the Codex CLI; its acceptance test will skip"; \
 	fi
 
 lint: install

@@ -13,10 +13,11 @@ ResponseStatus = Literal["in_progress", "completed", "incomplete", "failed"]
 
 def echo_fields(request: ResponsesRequest) -> dict[str, Any]:
     """What a Response repeats of its request (stored with it, for GET)."""
-    tools = [tool.model_dump(exclude_none=True) for tool in request.tools or ()]
+    tools = [dict(tool) for tool in request.tools or ()]
     for tool in tools:
-        tool.setdefault("strict", None)
-        tool.setdefault("parameters", None)
+        if tool.get("type") == "function":
+            tool.setdefault("strict", None)
+            tool.setdefault("parameters", None)
     return {
         "instructions": request.instructions,
         "max_output_tokens": request.max_output_tokens,

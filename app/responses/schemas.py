@@ -123,7 +123,9 @@ class ResponsesRequest(BaseModel):
     input: str | list[InputItem]
     instructions: str | None = None
     previous_response_id: str | None = None
-    tools: list[FunctionTool] | None = None
+    # Function tools (also inside ``namespace`` tools); hosted tools (web_search, …) are
+    # accepted and not forwarded: a chat upstream cannot run them.
+    tools: list[dict[str, Any]] | None = None
     tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
     store: bool = True
     stream: bool = False

@@ -15,6 +15,7 @@ import secrets
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from app.core.errors import BadRequest
 from app.llm.responses import Usage
@@ -33,6 +34,7 @@ __all__ = [
     "chat_params",
     "decode_reasoning",
     "encode_reasoning",
+    "function_tools",
     "input_items",
     "item_id",
     "output_items",
@@ -183,6 +185,27 @@ def chat_messages(request: ResponsesRequest) -> list[dict[str, Any]]:
     return messages
 
 
+def function_tools(tools: list[dict[str, Any]] | None) -> list[FunctionTool]:
+    """The function tools of a request, namespaces flattened; hosted tools left out."""
+    found: list[FunctionTool] = []
+    for index, tool in enumerate(tools or ()):
+        kind = tool.get("type")
+        if kind == "function":
+            try:
+                found.append(FunctionTool.model_validate(tool))
+            except ValidationError as error:
+                raise BadRequest(
+                    f"Invalid function tool: {error.errors()[0].get('msg')}",
+                    param=f"tools.{index}",
+                    code="invalid_tool",
+                ) from None
+        elif kind == "namespace":
+            found += function_tools(list(tool.get("tools") or ()))
+        elif not isinstance(kind, str):
+            raise BadRequest("Every tool needs a 'type'.", param=f"tools.{index}")
+    return found
+
+
 def _chat_tool(tool: FunctionTool) -> dict[str, Any]:
     function: dict[str, Any] = {"name": tool.name}
     if tool.description is not None:
@@ -236,10 +259,15 @@ def chat_params(request: ResponsesRequest) -> dict[str, Any]:
         "attachments": request.attachments,
         "context": request.context,
     }
-    if request.tools:
-        params["tools"] = [_chat_tool(tool) for tool in request.tools]
+    tools = function_tools(request.tools)
+    if tools:
+        params["tools"] = [_chat_tool(tool) for tool in tools]
     if request.tool_choice is not None:
-        params["tool_choice"] = _chat_tool_choice(request.tool_choice)
+        choice = _chat_tool_choice(request.tool_choice)
+        if tools:  # chat APIs refuse a tool_choice (or parallel_tool_calls) without tools
+            params["tool_choice"] = choice
+    if not tools:
+        params.pop("parallel_tool_calls", None)
     effort = (request.reasoning or {}).get("effort")
     if effort:
         params["reasoning_effort"] = effort

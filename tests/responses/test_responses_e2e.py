@@ -247,12 +247,12 @@ def test_another_tenants_response_is_a_404(sdk: openai.OpenAI, other: openai.Ope
     "fields",
     [
         {"input": [{"type": "web_search_call", "id": "ws_1"}]},
-        {"input": "x", "tools": [{"type": "web_search"}]},
+        {"input": "x", "tools": [{"type": "function", "description": "no name"}]},
         {"input": [{"role": "robot", "content": "x"}]},
         {"input": [{"type": "function_call_output", "output": "no call id"}]},
         {"input": "x", "max_output_tokens": 0},
         {"input": []},
-        {"input": "x", "tool_choice": {"type": "file_search"}},
+        {"input": "x", "tools": [WEATHER], "tool_choice": {"type": "file_search"}},
         {"input": "x", "previous_response_id": "resp_unknown"},
     ],
 )

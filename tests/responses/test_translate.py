@@ -213,7 +213,6 @@ def test_params_translate_tools_choice_format_and_limits() -> None:
     "fields",
     [
         {"input": [{"type": "web_search_call", "id": "ws"}]},
-        {"input": "x", "tools": [{"type": "web_search"}]},
         {"input": [{"role": "robot", "content": "x"}]},
         {"input": [{"type": "function_call_output", "output": "no call id"}]},
         {"input": "x", "max_output_tokens": 0},
@@ -226,9 +225,35 @@ def test_bad_requests_fail_validation(fields: dict[str, Any]) -> None:
         request(**fields)
 
 
+def test_namespaces_are_flattened_and_hosted_tools_left_out() -> None:
+    tools = [
+        {"type": "function", "name": "a"},
+        {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "b"}]},
+        {"type": "web_search", "external_web_access": False},
+    ]
+    params = chat_params(request(input="x", tools=tools, tool_choice="auto"))
+    assert [tool["function"]["name"] for tool in params["tools"]] == ["a", "b"]
+    hosted_only = chat_params(
+        request(
+            input="x", tools=[{"type": "web_search"}], tool_choice="auto", parallel_tool_calls=True
+        )
+    )
+    assert "tools" not in hosted_only
+    assert "tool_choice" not in hosted_only
+    assert "parallel_tool_calls" not in hosted_only
+    with pytest.raises(BadRequest):
+        chat_params(request(input="x", tools=[{"type": "function"}]))
+
+
 def test_unsupported_tool_choice_is_a_bad_request() -> None:
     with pytest.raises(BadRequest):
-        chat_params(request(input="x", tool_choice={"type": "file_search"}))
+        chat_params(
+            request(
+                input="x",
+                tools=[{"type": "function", "name": "f"}],
+                tool_choice={"type": "file_search"},
+            )
+        )
 
 
 def test_foreign_encrypted_content_is_ignored() -> None:

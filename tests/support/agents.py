@@ -10,12 +10,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["AGENTS_DIR", "CLAUDE_CODE", "npm_agent"]
+__all__ = ["AGENTS_DIR", "CLAUDE_CODE", "CODEX", "npm_agent"]
 
 REPO = Path(__file__).resolve().parents[2]
 AGENTS_DIR = REPO / "test-artifacts" / "agents"
 # The version the acceptance test was written against (Makefile: CLAUDE_CODE_VERSION).
 CLAUDE_CODE = ("@anthropic-ai/claude-code@2.1.197", "claude-code", "claude")
+# The Codex CLI (Makefile: CODEX_VERSION); its native binary ships in an npm package.
+CODEX = ("@openai/codex@0.169.0", "codex", "codex")
 
 
 def npm_agent(package: str, folder: str, binary: str, timeout: float = 600) -> Path | str:

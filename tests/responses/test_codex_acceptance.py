@@ -1,0 +1,81 @@
+"""Acceptance: the real Codex CLI (``codex exec``) against contextgate's Responses door.
+
+Codex is configured with a model provider whose ``wire_api`` is ``responses`` and whose base
+URL is contextgate; the fake upstream behind it (chat completions only) asks for Codex's own
+``exec_command`` tool; Codex runs it, continues with the function output, and prints the
+final answer. Installed from npm by ``make agents`` (or here, the same way); the test skips,
+saying why, only when npm cannot install it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.helpers import module_server
+from tests.fake_upstream import FakeUpstream
+from tests.support.agents import CODEX, npm_agent
+from tests.support.proxy import ContextgateServer
+
+pytestmark = pytest.mark.e2e
+
+MARKER = "codex-was-here-7f3a"
+
+
+@pytest.fixture(scope="module")
+def codex() -> Path:
+    found = npm_agent(*CODEX)
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream_server: FakeUpstream
+) -> Iterator[ContextgateServer]:
+    yield from module_server(tmp_path_factory, fake_upstream_server, name="codex")
+
+
+def test_codex_exec_completes_a_tool_loop_through_contextgate(
+    codex: Path, server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        'model = "gpt-4o-mini"\n'
+        'model_provider = "contextgate"\n'
+        "[model_providers.contextgate]\n"
+        'name = "contextgate"\n'
+        f'base_url = "{server.base_url}"\n'
+        'wire_api = "responses"\n'
+        'env_key = "CONTEXTGATE_TEST_KEY"\n'
+    )
+    prompt = f'Run this. CALL_TOOL:exec_command:{{"cmd": "echo {MARKER}"}}'
+    env = {**os.environ, "CODEX_HOME": str(home), "CONTEXTGATE_TEST_KEY": "sk-codex"}
+    done = subprocess.run(
+        [str(codex), "exec", "--skip-git-repo-check", "-C", str(work), prompt],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    chats = [r["body"] for r in fake_upstream.requests() if r["path"].endswith("/chat/completions")]
+    assert len(chats) == 2, "one call for the tool, one with its output"
+    names = [tool["function"]["name"] for tool in chats[0]["tools"]]
+    assert "exec_command" in names
+    assert chats[0]["stream"] is True  # Codex streams: the typed-event renderer answered it
+    call, output = chats[1]["messages"][-2:]
+    assert call["tool_calls"][0]["function"]["name"] == "exec_command"
+    assert output["role"] == "tool"
+    assert output["tool_call_id"] == call["tool_calls"][0]["id"]
+    assert MARKER in output["content"]  # Codex ran the command and sent its output back
+    assert "Tool results:" in done.stdout
+    assert MARKER in done.stdout
