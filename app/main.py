@@ -40,6 +40,9 @@ from app.llm.routing import ModelRouter, load_model_list
 from app.memories.router import router as memories_router
 from app.memories.runtime import MemoryRuntime
 from app.memories.save import router as conversation_save_router
+from app.messages.errors import anthropic_error_response
+from app.messages.router import ERROR_PREFIX as MESSAGES_PREFIX
+from app.messages.router import router as messages_router
 from app.responses.router import router as responses_router
 from app.system.router import router as system_router
 from app.ui.router import install_ui
@@ -177,12 +180,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="OpenAI-compatible proxy with conversation memory and context management.",
         lifespan=lifespan,
     )
-    install_error_handlers(app)
+    install_error_handlers(app, {MESSAGES_PREFIX: anthropic_error_response})
     app.add_middleware(TextCheckMiddleware)  # inside the size limit: bodies are bounded
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(AccessLogMiddleware)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(chat_router)
+    app.include_router(messages_router)
     app.include_router(conversations_router)
     app.include_router(memories_router)
     app.include_router(conversation_save_router)

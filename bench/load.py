@@ -2,7 +2,7 @@
 the server under test:
 
     python -m bench.load --url http://127.0.0.1:PORT/v1 --concurrency 8 --requests 400 \
-        [--stream] [--conversation] [--duration 20] [--model bench-model]
+        [--stream] [--conversation] [--duration 20] [--model bench-model] [--door messages]
 
 Prints one JSON object on stdout: latencies (ms) p50/p90/p99/mean, time to first byte for
 streams, throughput (requests/s over the measured window), error count and the client's own
@@ -34,6 +34,8 @@ import httptools
 import orjson
 
 REQUEST_TIMEOUT_S = 60.0
+# The request body below is valid on both doors (Anthropic's needs max_tokens: it is there).
+DOOR_PATHS = {"chat": "chat/completions", "messages": "messages"}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -182,7 +184,7 @@ class Load:
         self.host = url.hostname
         self.port = url.port or 80
         self.head = (
-            f"POST {url.path}/chat/completions HTTP/1.1\r\n"
+            f"POST {url.path}/{DOOR_PATHS[args.door]} HTTP/1.1\r\n"
             f"Host: {url.netloc}\r\n"
             "Content-Type: application/json\r\n"
             "Content-Length: "
@@ -321,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--door", choices=sorted(DOOR_PATHS), default="chat")
     parser.add_argument("--conversation", action="store_true")
     parser.add_argument(
         "--turns-per-conversation",

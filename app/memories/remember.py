@@ -159,7 +159,10 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
     request = prepared.request
     if not remember_active(state, prepared):
         return await state.llm.complete(
-            request.model, prepared.messages, request.forwarded_params()
+            request.model,
+            prepared.messages,
+            request.forwarded_params(),
+            headers=prepared.upstream_headers,
         )
     rounds = state.settings.remember_max_rounds
     messages = list(prepared.messages)
@@ -169,7 +172,9 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
     completion: Completion | None = None
     for round_ in range(rounds + 1):
         params = _params(prepared, with_tool=round_ < rounds)
-        completion = await state.llm.complete(request.model, messages, params)
+        completion = await state.llm.complete(
+            request.model, messages, params, headers=prepared.upstream_headers
+        )
         _add_usage(usage, completion.response.get("usage"))
         prompt_cost += completion.prompt_cost
         completion_cost += completion.completion_cost
@@ -206,9 +211,14 @@ async def llm_stream_with_remember(state: AppState, prepared: Prepared) -> Strea
     request = prepared.request
     if not remember_active(state, prepared):
         params = request.forwarded_params()
-        return await state.llm.stream(request.model, prepared.messages, params)
+        return await state.llm.stream(
+            request.model, prepared.messages, params, headers=prepared.upstream_headers
+        )
     first = await state.llm.stream(
-        request.model, prepared.messages, _params(prepared, with_tool=True)
+        request.model,
+        prepared.messages,
+        _params(prepared, with_tool=True),
+        headers=prepared.upstream_headers,
     )
     return RememberStream(state, prepared, first)
 
@@ -282,7 +292,9 @@ class RememberStream(StreamHandle):
                 break
             self.messages += _continuation("".join(this.content) or None, mine, results)
             params = _params(self.prepared, with_tool=round_ + 1 < rounds)
-            self.current = await self.state.llm.stream(request.model, self.messages, params)
+            self.current = await self.state.llm.stream(
+                request.model, self.messages, params, headers=self.prepared.upstream_headers
+            )
         if self.usage_chunk is not None:
             yield {**self.usage_chunk, "choices": [], "usage": dict(self.usage)}
 

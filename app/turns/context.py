@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from app.keys.auth import Caller
@@ -37,3 +37,6 @@ class TurnContext:
     started: float  # time.perf_counter() when the request arrived
     door: Door = "chat"
     on_record: RecordHook | None = None
+    # Provider headers the door passes on (Anthropic's version and beta flags); the LLM client
+    # sends them only to deployments of that provider.
+    upstream_headers: Mapping[str, str] = field(default_factory=dict)

@@ -8,6 +8,7 @@ log, in one write transaction.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,8 @@ class Prepared:
     new_messages: list[ConversationMessage] = field(default_factory=list)
     on_record: RecordHook | None = None  # the door's part of the turn's transaction
     cache_state: CacheState | None = None  # the cache-aware fit's state to store, if it moved
+    # The door's provider headers (TurnContext.upstream_headers), for every upstream call.
+    upstream_headers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def conversation_id(self) -> str | None:
@@ -84,7 +87,13 @@ def _passthrough(state: AppState, context: TurnContext) -> Prepared:
     )
     utilization.breakdown.current = tokens
     return Prepared(
-        request, context.caller, context.request_id, context.started, messages, utilization
+        request,
+        context.caller,
+        context.request_id,
+        context.started,
+        messages,
+        utilization,
+        upstream_headers=context.upstream_headers,
     )  # nothing is stored: no on_record
 
 
@@ -179,6 +188,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         new_messages=new,
         on_record=context.on_record,
         cache_state=moved,
+        upstream_headers=context.upstream_headers,
     )
 
 

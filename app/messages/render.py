@@ -1,0 +1,180 @@
+"""The Anthropic door's answers: a ``message`` body, and Anthropic's SSE event stream.
+
+The stream is what the Anthropic SDK expects: ``message_start``, ``ping``, then per content
+block ``content_block_start`` / ``content_block_delta``* / ``content_block_stop`` (thinking with
+``thinking_delta`` and ``signature_delta``, text with ``text_delta``, tool use with
+``input_json_delta``), then ``message_delta`` (stop reason, usage, and contextgate's
+``conversation_id`` / ``context_utilization``) and ``message_stop``; a failure is an ``error``
+event. Upstream chat chunks are turned into blocks as they come: a block closes when the next
+kind starts (thinking closes once signed).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from app.messages.errors import anthropic_error_body
+from app.messages.translate import anthropic_content, anthropic_usage, stop_reason
+
+if TYPE_CHECKING:
+    from app.core.errors import ContextGateError
+    from app.turns.pipeline import Prepared
+    from app.turns.service import TurnResult
+
+__all__ = ["AnthropicStreamRenderer", "event", "message_body"]
+
+
+def event(name: str, payload: dict[str, Any]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+def _stop_reason(result: TurnResult) -> str:
+    return stop_reason(result.finish_reason, has_tool_calls=bool(result.message.get("tool_calls")))
+
+
+def message_body(result: TurnResult, message_id: str) -> dict[str, Any]:
+    """Anthropic's ``message`` for a finished turn, plus contextgate's fields."""
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": result.prepared.request.model,
+        "content": anthropic_content(result.message),
+        "stop_reason": _stop_reason(result),
+        "stop_sequence": None,
+        "usage": anthropic_usage(result.usage.raw if result.usage else None),
+        **result.extensions(),
+    }
+
+
+class AnthropicStreamRenderer:
+    def __init__(self, prepared: Prepared, message_id: str) -> None:
+        self.prepared = prepared
+        self.message_id = message_id
+        self.index = -1  # the newest block's index
+        self.open: str | None = None  # "thinking", "text", "tool" or None
+        self.signed = False  # the open thinking block has its signature
+        self.tools: dict[int, int] = {}  # upstream tool call index -> block index
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> list[bytes]:
+        message: dict[str, Any] = {
+            "id": self.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.prepared.request.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": self.prepared.utilization.tokens_used,
+                "output_tokens": 0,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            },
+        }
+        return [
+            event("message_start", {"type": "message_start", "message": message}),
+            event("ping", {"type": "ping"}),
+        ]
+
+    def chunk(self, chunk: dict[str, Any]) -> list[bytes]:
+        out: list[bytes] = []
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            blocks = delta.get("thinking_blocks")
+            if blocks:
+                for block in blocks:
+                    out += self._thinking(block)
+            elif delta.get("reasoning_content"):
+                out += self._thinking({"type": "thinking", "thinking": delta["reasoning_content"]})
+            if delta.get("content"):
+                out += self._text(delta["content"])
+            for call in delta.get("tool_calls") or ():
+                out += self._tool(call)
+        return out
+
+    def finish(self, result: TurnResult) -> list[bytes]:
+        out = self._close()
+        usage = anthropic_usage(result.usage.raw if result.usage else None)
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": _stop_reason(result), "stop_sequence": None},
+            "usage": usage,
+            **result.extensions(),
+        }
+        out.append(event("message_delta", delta))
+        out.append(event("message_stop", {"type": "message_stop"}))
+        return out
+
+    def fail(self, error: ContextGateError) -> list[bytes]:
+        return [event("error", anthropic_error_body(error))]
+
+    # ---- blocks -------------------------------------------------------------------------
+
+    def _close(self) -> list[bytes]:
+        if self.open is None:
+            return []
+        self.open = None
+        return [event("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+
+    def _start(self, kind: str, block: dict[str, Any]) -> list[bytes]:
+        out = self._close()
+        self.index += 1
+        self.open = kind
+        payload = {"type": "content_block_start", "index": self.index, "content_block": block}
+        out.append(event("content_block_start", payload))
+        return out
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> bytes:
+        payload = {"type": "content_block_delta", "index": index, "delta": delta}
+        return event("content_block_delta", payload)
+
+    def _thinking(self, block: dict[str, Any]) -> list[bytes]:
+        out: list[bytes] = []
+        if block.get("type") == "redacted_thinking":
+            out += self._start("redacted", {"type": "redacted_thinking", "data": block.get("data")})
+            return out + self._close()
+        if self.open != "thinking" or self.signed:
+            out += self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            self.signed = False
+        if block.get("thinking"):
+            out.append(
+                self._delta(self.index, {"type": "thinking_delta", "thinking": block["thinking"]})
+            )
+        if block.get("signature"):
+            out.append(
+                self._delta(
+                    self.index, {"type": "signature_delta", "signature": block["signature"]}
+                )
+            )
+            self.signed = True
+        return out
+
+    def _text(self, text: str) -> list[bytes]:
+        out = [] if self.open == "text" else self._start("text", {"type": "text", "text": ""})
+        out.append(self._delta(self.index, {"type": "text_delta", "text": text}))
+        return out
+
+    def _tool(self, call: dict[str, Any]) -> list[bytes]:
+        position = int(call.get("index", 0))
+        function = call.get("function") or {}
+        out: list[bytes] = []
+        if position not in self.tools:
+            block: dict[str, Any] = {
+                "type": "tool_use",
+                "id": call.get("id") or "",
+                "name": function.get("name") or "",
+                "input": {},
+            }
+            out += self._start("tool", block)
+            self.tools[position] = self.index
+        if function.get("arguments"):
+            json_delta = {"type": "input_json_delta", "partial_json": function["arguments"]}
+            out.append(self._delta(self.tools[position], json_delta))
+        return out

@@ -1,0 +1,103 @@
+"""The Anthropic door: POST /v1/messages and POST /v1/messages/count_tokens.
+
+Parse and validate Anthropic's request (errors in Anthropic's envelope: main.py installs it
+for this path), translate it into the internal turn, run it through the shared pipeline and
+render the answer as Anthropic's ``message`` or its SSE events. ``x-api-key`` or
+``Authorization: Bearer`` authenticate (app.keys.auth); ``anthropic-version`` and
+``anthropic-beta`` go on to the upstream when it is Anthropic.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import orjson
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import Response, StreamingResponse
+
+from app.core.deps import CallerDep, StateDep
+from app.core.jsonresponse import json_response
+from app.core.limits import check_chat_limits
+from app.core.state import AppState
+from app.messages.render import AnthropicStreamRenderer, message_body
+from app.messages.schemas import CountTokensRequest, MessagesRequest
+from app.messages.translate import chat_messages, chat_tools, message_id, to_turn_request
+from app.turns.context import TurnContext
+from app.turns.guard import guarded
+from app.turns.pipeline import Prepared, new_request_id
+from app.turns.service import run_turn
+from app.turns.stream import open_turn_stream
+
+__all__ = ["ERROR_PREFIX", "router"]
+
+router = APIRouter(tags=["messages"])
+
+ERROR_PREFIX = "/v1/messages"  # errors under it are in Anthropic's envelope
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
+
+
+def _upstream_headers(request: Request) -> dict[str, str]:
+    return {name: request.headers[name] for name in PASSED_HEADERS if name in request.headers}
+
+
+@router.post("/v1/messages", response_model=None)
+async def create_message(
+    body: MessagesRequest,
+    request: Request,
+    caller: CallerDep,
+    state: StateDep,
+    x_conversation_id: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> Response:
+    if body.conversation_id is None and x_conversation_id:
+        body.conversation_id = x_conversation_id
+    turn = to_turn_request(body)
+    check_chat_limits(state.settings, turn)
+    context = TurnContext(
+        request=turn,
+        caller=caller,
+        request_id=getattr(request.state, "request_id", None) or new_request_id(),
+        started=getattr(request.state, "started", None) or time.perf_counter(),
+        door="messages",
+        upstream_headers=_upstream_headers(request),
+    )
+    return await guarded(
+        request,
+        state,
+        caller,
+        body.model_dump(mode="json"),
+        idempotency_key,
+        lambda: _answer(state, context),
+    )
+
+
+async def _answer(state: AppState, context: TurnContext) -> Response:
+    msg_id = message_id(context.request_id)
+    if context.request.stream:
+
+        def renderer(prepared: Prepared) -> AnthropicStreamRenderer:
+            return AnthropicStreamRenderer(prepared, msg_id)
+
+        stream = await open_turn_stream(state, context, renderer)
+        headers = dict(SSE_HEADERS)
+        if stream.prepared.conversation_id:
+            headers["X-Conversation-Id"] = stream.prepared.conversation_id
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+    result = await run_turn(state, context)
+    headers = {}
+    if result.conversation_id:
+        headers["X-Conversation-Id"] = result.conversation_id
+    return json_response(message_body(result, msg_id), headers=headers)
+
+
+@router.post("/v1/messages/count_tokens", response_model=None)
+async def count_tokens(body: CountTokensRequest, caller: CallerDep, state: StateDep) -> Response:
+    """What the request would cost in input tokens, by our counter (nothing is stored)."""
+    messages = chat_messages(body)
+    total = state.tokens.count_messages(messages, body.model)
+    tools = chat_tools(body)
+    if tools:
+        total += state.tokens.count_text(orjson.dumps(tools).decode(), body.model)
+    return json_response({"input_tokens": total})
