@@ -4,6 +4,7 @@ read by dependencies (``app.core.deps``). Nothing long-lived is read from ``app.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,7 @@ class AppState:
     # Resolves a presented virtual key to its caller (``keys.resolve``; tests may swap it).
     key_resolver: Callable[[str], Awaitable[Caller | None]] | None = None
     # Fire-and-forget work (memory extraction, …) kept referenced until it finishes.
-    background: set[Any] = field(default_factory=set)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
     # Summaries of artifacts, in-process or Redis (None: no caching).
     summary_cache: SummaryCache | None = None
     # The planner/summarizer/embedding models checked at start (app/llm/reach.py); None: as set.
