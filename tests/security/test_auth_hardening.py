@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import update
 
 from app.core.settings import Settings
@@ -165,3 +166,19 @@ async def test_ui_session_expires_ends_at_logout_and_at_master_key_rotation(
         make_settings(master_key="sk-master-rotated-654321", ui_session_ttl_s=3600)
     )
     assert await page(token, rotated) == 401
+
+
+@pytest.mark.redis
+async def test_failed_auth_is_counted_across_replicas_through_redis(
+    client_for: Any, make_settings: Callable[..., Settings], redis_url: str
+) -> None:
+    settings = make_settings(master_key=MASTER, redis_url=redis_url, auth_max_failures=2)
+    first: httpx.AsyncClient = await client_for(settings)
+    second: httpx.AsyncClient = await client_for(settings)  # another replica, same Redis
+    assert (await first.get("/v1/models", headers=_auth("sk-guess-1"))).status_code == 401
+    assert (await second.get("/v1/models", headers=_auth("sk-guess-2"))).status_code == 401
+    # the third failure, on either replica, is over the shared count
+    blocked = await second.get("/v1/models", headers=_auth("sk-guess-3"))
+    assert blocked.status_code == 429
+    assert blocked.json()["error"]["code"] == "too_many_auth_failures"
+    assert (await second.get("/v1/models", headers=_auth(MASTER))).status_code == 429
