@@ -4,12 +4,13 @@ Providers bill a cached prompt prefix at about a tenth of the input price, so tr
 history on every call (which rewrites the prefix) costs more than it saves. This fit remembers
 its decisions with the conversation (``CacheState``): the history is sent from a stored cut on,
 with the tool results before a stored boundary replaced by short placeholders. While that
-history plus the rest of the prompt fits the budget, it is sent unchanged, byte for byte. When
-it does not, the fit rebases once and deep: old tool results are cleared in one batch (the
-newest ``keep_tool_results`` stay raw, excluded tools never, never less than
-``clear_at_least_tokens`` at once), then, if still above the low-water mark
-(``low_water_ratio`` x budget), the oldest messages are dropped down to it, cutting at a user
-message when one allows it. Tool call/result pairs are never split.
+history plus the rest of the prompt fits the budget (or the lower ``high_water_ratio`` x budget
+a policy may set, like the ``trigger`` of Anthropic's context editing), it is sent unchanged,
+byte for byte. When it does not, the fit rebases once and deep: old tool results are cleared in
+one batch (the newest ``keep_tool_results`` stay raw, excluded tools never, never less than
+``clear_at_least_tokens`` at once), then, if still above the low-water mark (``low_water_ratio``
+x budget), the oldest messages are dropped down to it, cutting at a user message when one allows
+it. Tool call/result pairs are never split.
 """
 
 from __future__ import annotations
@@ -144,14 +145,16 @@ def cache_fit(
     messages = [m for m in history if start <= m.sequence_number < end_sequence]
     clearing = _Clearing(messages, policy, count)
     available = budget - fixed
+    high_water = min(available, int(policy.high_water_ratio * budget) - fixed)
     view = drop_incoherent(clearing.render(messages, state.cleared_sequence))
     cut_sequence, cut_tokens = start, messages[0].start_tokens if messages else state.cut_tokens
     result = CacheFit(state=state)
-    if _tokens(view) > available:
+    if _tokens(view) > high_water:
         result.rebased = True
         boundary = _clear_batch(messages, clearing, state.cleared_sequence, newer_tool_results)
         view = drop_incoherent(clearing.render(messages, boundary))
-        target = max(0, min(available, int(policy.low_water_ratio * budget) - fixed))
+        low_water = min(policy.low_water_ratio, policy.high_water_ratio)
+        target = max(0, min(available, int(low_water * budget) - fixed))
         if _tokens(view) > target:
             index = _cut_index(view, target)
             result.dropped = index

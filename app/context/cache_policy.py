@@ -20,8 +20,9 @@ def _pick(value: T | None, default: T) -> T:
 @dataclass(frozen=True, slots=True)
 class CachePolicy:
     enabled: bool = True
-    low_water_ratio: float = 0.5
-    keep_tool_results: int = 3
+    high_water_ratio: float = 0.75
+    low_water_ratio: float = 0.3
+    keep_tool_results: int = 2
     clear_at_least_tokens: int = 4000
     exclude_tools: frozenset[str] = field(default_factory=frozenset)
     cache_hints: bool = True
@@ -45,6 +46,7 @@ def cache_policy(settings: Settings, options: CacheOptions) -> CachePolicy:
     exclude = options.exclude_tools
     return CachePolicy(
         enabled=_pick(options.enabled, settings.cache_enabled),
+        high_water_ratio=_pick(options.high_water_ratio, settings.cache_high_water_ratio),
         low_water_ratio=_pick(options.low_water_ratio, settings.cache_low_water_ratio),
         keep_tool_results=_pick(options.keep_tool_results, settings.cache_keep_tool_results),
         clear_at_least_tokens=_pick(

@@ -88,13 +88,15 @@ class Settings(BaseSettings):
     history_trim_chunk_tokens: int = Field(1024, ge=1)
 
     # --- cache-aware fit (context.cache; app/context/cache_fit.py) ------------------------
-    # While the previous prompt plus the new messages fits, it is sent unchanged; when not,
-    # the history is cut once, down to low_water_ratio x budget, and old tool results are
-    # cleared in batches (the newest keep_tool_results stay raw, never less than
-    # clear_at_least_tokens at once, exclude_tools never).
+    # While the previous prompt plus the new messages fits (high_water_ratio x budget), it is
+    # sent unchanged; when not, old tool results are cleared in one batch (the newest
+    # keep_tool_results stay raw, never less than clear_at_least_tokens at once, exclude_tools
+    # never) and the history is cut down to low_water_ratio x budget. Defaults from
+    # bench/agent_loop.py (bench/README.md, "Agent loop").
     cache_enabled: bool = True
-    cache_low_water_ratio: float = Field(0.5, gt=0, le=1)
-    cache_keep_tool_results: int = Field(3, ge=0)
+    cache_high_water_ratio: float = Field(0.75, gt=0, le=1)
+    cache_low_water_ratio: float = Field(0.3, gt=0, le=1)
+    cache_keep_tool_results: int = Field(2, ge=0)
     cache_clear_at_least_tokens: int = Field(4000, ge=0)
     cache_exclude_tools: list[str] = Field(default_factory=list)
     # cache_control breakpoints on the stable prefix for Anthropic models (client's kept).

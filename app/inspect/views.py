@@ -101,6 +101,7 @@ class RequestView:
     llm_planning_used: bool
     cache_hits: int
     cache_misses: int
+    prompt_cache: PromptCacheView | None
     compaction: dict[str, Any] | None
     memories_injected: list[dict[str, Any]]
     notes: list[str]
@@ -126,6 +127,40 @@ class RequestView:
             strategy = str(artifact.get("strategy", "?"))
             counts[strategy] = counts.get(strategy, 0) + 1
         return counts
+
+
+@dataclass(slots=True)
+class PromptCacheView:
+    """The cache-aware fit of one request: where the prompt was cut and what was cleared."""
+
+    prefix_kept: bool
+    prefix_tokens: int
+    cut: bool
+    cut_at_sequence: int | None
+    messages_dropped: int
+    cleared_tool_results: int
+    cleared_tokens: int
+    cleared_now: list[dict[str, Any]]
+    cached_tokens: int
+    cache_write_tokens: int
+
+
+def prompt_cache_view(cache: dict[str, Any]) -> PromptCacheView | None:
+    if "prefix_kept" not in cache:  # logged before the cache-aware fit, or with it off
+        return None
+    cut_at = cache.get("cut_at_sequence")
+    return PromptCacheView(
+        prefix_kept=bool(cache.get("prefix_kept")),
+        prefix_tokens=_int(cache.get("prefix_tokens")),
+        cut=bool(cache.get("cut")),
+        cut_at_sequence=cut_at if isinstance(cut_at, int) else None,
+        messages_dropped=_int(cache.get("messages_dropped")),
+        cleared_tool_results=_int(cache.get("cleared_tool_results")),
+        cleared_tokens=_int(cache.get("cleared_tokens")),
+        cleared_now=[c for c in cache.get("cleared_now") or [] if isinstance(c, dict)],
+        cached_tokens=_int(cache.get("cached_tokens")),
+        cache_write_tokens=_int(cache.get("cache_write_tokens")),
+    )
 
 
 @dataclass(slots=True)
@@ -220,6 +255,7 @@ def request_view(row: RequestLog) -> RequestView:
         llm_planning_used=bool(utilization.get("llm_planning_used")),
         cache_hits=_int(cache.get("hits")),
         cache_misses=_int(cache.get("misses")),
+        prompt_cache=prompt_cache_view(cache),
         compaction=utilization.get("compaction") or None,
         memories_injected=list(utilization.get("memories_injected") or []),
         notes=[str(note) for note in utilization.get("notes") or []],

@@ -79,6 +79,10 @@ def _clean_usage(usage: Any) -> dict[str, Any] | None:
     for key in ("prompt_tokens_details", "completion_tokens_details"):
         if isinstance(data.get(key), dict):
             cleaned[key] = {k: v for k, v in data[key].items() if v is not None}
+    # Anthropic's prompt cache, as litellm reports it (cache reads are also cached_tokens).
+    for key in ("cache_read_input_tokens", "cache_creation_input_tokens"):
+        if isinstance(data.get(key), int) and data[key]:
+            cleaned[key] = data[key]
     return cleaned
 
 

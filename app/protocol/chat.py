@@ -98,6 +98,7 @@ class CacheOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool | None = None
+    high_water_ratio: float | None = Field(default=None, gt=0, le=1)
     low_water_ratio: float | None = Field(default=None, gt=0, le=1)
     keep_tool_results: int | None = Field(default=None, ge=0)
     clear_at_least_tokens: int | None = Field(default=None, ge=0)

@@ -29,10 +29,12 @@ from app.conversations.fingerprint import content_hash
 from app.conversations.history import load_history_window
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
+from app.core.errors import ContextGateError
 from app.core.state import AppState
 from app.db.models import new_id
 from app.keys.auth import Caller
 from app.llm.responses import Usage
+from app.llm.routing import is_anthropic
 from app.memories.hooks import prepare_memory, schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
 from app.turns.context import RecordHook, TurnContext
@@ -174,9 +176,8 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     )
     engine.annotate(assembled.utilization)
     memory.apply(assembled, budget)
-    moved = _cache_outcome(
-        assembled, resolved, stored, policy, request, len(window.system), 1 if memory.bundle else 0
-    )
+    head = (len(window.system), 1 if memory.bundle else 0)
+    moved = _cache_outcome(state, assembled, resolved, stored, policy, request, *head)
     return Prepared(
         request=request,
         caller=context.caller,
@@ -203,7 +204,17 @@ def _stored_cache_state(resolved: ResolvedConversation) -> CacheState:
     )
 
 
+def _anthropic(state: AppState, model: str) -> bool:
+    """Whether the model is reached as Anthropic's (by its name or its deployment's)."""
+    try:
+        deployment = state.llm.router.primary(model)
+    except ContextGateError:
+        return is_anthropic_model(model)
+    return is_anthropic(deployment) or is_anthropic_model(deployment.litellm_model)
+
+
 def _cache_outcome(
+    state: AppState,
     assembled: AssembledContext,
     resolved: ResolvedConversation,
     stored: CacheState | None,
@@ -217,7 +228,7 @@ def _cache_outcome(
     if fit is None or stored is None:
         return None
     annotate_cache(fit, assembled.utilization, continuing=resolved.conversation is not None)
-    if policy.cache_hints and is_anthropic_model(request.model):
+    if policy.cache_hints and _anthropic(state, request.model):
         messages = assembled.messages
         if not client_marked_cache(messages, request.tools):
             add_cache_hints(messages, system_count, assembled.prefix_count + head_added)
