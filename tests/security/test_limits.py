@@ -66,8 +66,9 @@ async def test_rpm_applies_to_every_authenticated_endpoint(admin: httpx.AsyncCli
     routes = _authenticated_routes(admin)
     paths = {path for _, path in routes}
     # the doors and the stores (others join as they are added: every /v1 route must qualify)
-    assert {"/v1/chat/completions", "/v1/attachments", "/v1/memories", "/v1/conversations",
-            "/v1/keys", "/v1/models"} <= paths  # fmt: skip
+    assert {"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings",
+            "/v1/attachments", "/v1/memories", "/v1/conversations", "/v1/keys",
+            "/v1/models"} <= paths  # fmt: skip
     for method, path in routes:
         key = await _issue(admin, rpm_limit=2)
         url = path.replace("{", "").replace("}", "")  # any id: a 404 still counts
@@ -78,7 +79,12 @@ async def test_rpm_applies_to_every_authenticated_endpoint(admin: httpx.AsyncCli
             statuses.append(response.status_code)
         assert statuses[:2] != [429, 429], (method, path, statuses)
         assert statuses[2] == 429, (method, path, statuses, response.text)
-        assert response.json()["error"]["code"] == "rate_limit_exceeded"
+        error = response.json()["error"]
+        if path.startswith("/v1/messages"):  # Anthropic's envelope: no code, a type
+            assert response.json()["type"] == "error"
+            assert error["type"] == "rate_limit_error"
+        else:
+            assert error["code"] == "rate_limit_exceeded"
         assert 1 <= int(response.headers["retry-after"]) <= 60
 
 
