@@ -9,13 +9,13 @@ save can be sent again; it never fails the request.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.deps import CallerDep, StateDep
-from app.core.errors import NotFound
+from app.core.errors import BadRequest, NotFound
 from app.llm.reach import helper_models
 from app.memories.extraction import extract_memories
 from app.memories.llm_json import SummarizerFailed
@@ -48,13 +48,19 @@ class ConversationSaved(BaseModel):
 
 @router.post("/{conversation_id}/save", response_model=ConversationSaved)
 async def save_conversation(
-    conversation_id: str, body: ConversationSave, caller: CallerDep, state: StateDep
+    conversation_id: str,
+    caller: CallerDep,
+    state: StateDep,
+    body: Annotated[ConversationSave | None, Body()] = None,
 ) -> ConversationSaved:
     tenant_id = caller.tenant_id
     async with state.database.reading() as session:
         conversation = await memory_repository.conversation(session, tenant_id, conversation_id)
-    if conversation is None:
+    if conversation is None:  # before the body: someone else's id is a 404 whatever was sent
         raise NotFound(f"No conversation '{conversation_id}'.", code="conversation_not_found")
+    if body is None:
+        raise BadRequest("The body must name the 'user' whose memory the conversation feeds.",
+                         param="user")  # fmt: skip
     saved = ConversationSaved(id=conversation_id, user=body.user, status="nothing_new")
     last = conversation.turn_count
     first = max(conversation.memory_saved_turn + 1, last - SAVE_MAX_TURNS + 1, 1)

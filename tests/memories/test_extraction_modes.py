@@ -106,6 +106,11 @@ async def test_on_save_extracts_once_per_turn_when_the_client_saves(
     assert missing.status_code == 404
     no_user = await client.post(f"/v1/conversations/{conversation_id}/save", json={})
     assert no_user.status_code == 400
+    no_body = await client.post(f"/v1/conversations/{conversation_id}/save")
+    assert no_body.status_code == 400
+    assert no_body.json()["error"]["param"] == "user"
+    # An unknown (or another tenant's) id is a 404 before the body is even looked at.
+    assert (await client.post("/v1/conversations/conv_nope/save")).status_code == 404
 
 
 def remember_call(content: str, **extra: Any) -> dict[str, Any]:
