@@ -20,7 +20,7 @@ __all__ = ["SUMMARY_PROMPT_VERSION", "CachedSummary", "SummaryCache", "summary_k
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_PROMPT_VERSION = "1"
+SUMMARY_PROMPT_VERSION = "2"  # 2: focus and source both escaped data blocks
 Producer = Callable[[], Awaitable[tuple[str, float]]]  # -> (summary, cost in USD)
 
 

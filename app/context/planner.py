@@ -17,6 +17,7 @@ import orjson
 from pydantic import ValidationError
 
 from app.context.artifacts import Artifact, ArtifactDecision, ArtifactPlan
+from app.core.delimiters import escape_delimiters
 
 __all__ = [
     "PlanError",
@@ -94,8 +95,8 @@ def _preview(text: str, limit: int) -> str:
 
 
 def _neutralize(text: str) -> str:
-    # Keep quoted text from closing our delimiter early.
-    return text.replace("</artifact_preview", "<\\/artifact_preview")
+    # Keep quoted text from opening or closing any delimiter, whatever its case or spacing.
+    return escape_delimiters(text)
 
 
 def build_planner_messages(
@@ -127,7 +128,7 @@ def build_planner_messages(
         }
         preview = _neutralize(_preview(artifact.content, preview_chars))
         parts.append(
-            f"{json.dumps(header, ensure_ascii=False)}\n"
+            f"{_neutralize(json.dumps(header, ensure_ascii=False))}\n"  # titles are data too
             f'<artifact_preview id="{artifact.id}">\n{preview}\n</artifact_preview>'
         )
     return [

@@ -10,6 +10,7 @@ from __future__ import annotations
 from html import escape
 
 from app.context.artifacts import Artifact, ProcessingStrategy
+from app.core.delimiters import escape_delimiters
 
 __all__ = [
     "BLOCK_CLOSE",
@@ -41,7 +42,7 @@ def _document(artifact: Artifact, text: str, strategy: ProcessingStrategy) -> st
     if artifact.title:
         attributes += f' title="{escape(artifact.title)}"'
     attributes += f' strategy="{strategy.value}"'
-    body = text.replace("</document>", "<\\/document>")
+    body = escape_delimiters(text)  # neither </document> nor </contextgate_context>, any case
     return f"<document {attributes}>\n{body}\n</document>"
 
 

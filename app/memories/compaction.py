@@ -19,7 +19,7 @@ from app.db.models import ConversationSummaryRow
 from app.llm.responses import Usage
 from app.memories.bundle import SummaryView, summary_tokens
 from app.memories.llm_json import SummarizerFailed, call_json
-from app.memories.prompts import MERGE_SYSTEM, SUMMARIZE_SYSTEM, merge_user
+from app.memories.prompts import MERGE_SYSTEM, SUMMARIZE_SYSTEM, merge_user, summarize_user
 from app.memories.repository import TurnSpan, memory_repository
 from app.memories.schemas import SummaryOutput
 from app.memories.windows import CompactionWindow, render_transcript, select_window
@@ -205,7 +205,7 @@ class Compactor:
             self.state,
             self.model,
             SUMMARIZE_SYSTEM,
-            render_transcript(messages),
+            summarize_user(render_transcript(messages)),
             SummaryOutput,
             on_usage=report.count_usage,
         )

@@ -77,10 +77,10 @@ def _budget_policy(state: AppState) -> BudgetPolicy:
     )
 
 
-def _passthrough(state: AppState, context: TurnContext) -> Prepared:
+async def _passthrough(state: AppState, context: TurnContext) -> Prepared:
     request = context.request
     messages = [m.model_dump(exclude_none=True) for m in request.messages]
-    tokens = state.tokens.count_messages(messages, request.model)
+    tokens = await state.tokens.count_messages_async(messages, request.model)  # off the loop
     utilization = ContextUtilization(
         model_name=request.model,
         strategy="passthrough",
@@ -102,7 +102,7 @@ def _passthrough(state: AppState, context: TurnContext) -> Prepared:
 async def prepare(state: AppState, context: TurnContext) -> Prepared:
     request = context.request
     if not request.context.enabled:
-        return _passthrough(state, context)
+        return await _passthrough(state, context)
     model = request.model
     incoming = [
         m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages
@@ -118,6 +118,8 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         resolved = await conversation_service.resolve(
             session, context.caller.tenant_id, incoming, hashes, request.conversation_id
         )
+        # Large texts are counted in the token pool: the loop serves other requests meanwhile.
+        await state.tokens.precount_messages(incoming[resolved.new_start :], model)
         new = [
             ConversationMessage(
                 **message,
