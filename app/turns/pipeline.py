@@ -14,6 +14,7 @@ from typing import Any
 
 from app.attachments.service import attachment_service
 from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, assemble
+from app.context.breakpoints import keep_client_breakpoints
 from app.context.budget import BudgetPolicy, input_budget
 from app.context.cache_fit import annotate as annotate_cache
 from app.context.cache_hints import (
@@ -178,6 +179,11 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     )
     engine.annotate(assembled.utilization)
     memory.apply(assembled, budget)
+    keep_client_breakpoints(
+        assembled.messages,
+        dict(zip(hashes, incoming, strict=True)),
+        set(hashes[resolved.new_start :]),
+    )
     head = (len(window.system), 1 if memory.bundle else 0)
     moved = _cache_outcome(state, assembled, resolved, stored, policy, request, *head)
     return Prepared(

@@ -7,6 +7,7 @@ OpenAI-compatible chat API (the answer translated back to Anthropic's shape).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -279,3 +280,49 @@ def test_anthropic_headers_reach_an_anthropic_upstream(
     headers = anthropic_calls(fake_upstream)[-1]["headers"]
     assert beta in headers["anthropic-beta"]
     assert headers["anthropic-version"] == "2023-06-01"
+
+
+def _marked_last(message: dict[str, Any]) -> dict[str, Any]:
+    content = message["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    blocks = [dict(block) for block in blocks]
+    blocks[-1]["cache_control"] = {"type": "ephemeral"}
+    return {**message, "content": blocks}
+
+
+def _breakpoints(body: dict[str, Any]) -> list[int]:
+    """Indexes of the upstream messages that carry a cache_control breakpoint."""
+    marked = []
+    for index, message in enumerate(body["messages"]):
+        blocks = message["content"] if isinstance(message["content"], list) else []
+        if any("cache_control" in json.dumps(block) for block in blocks):
+            marked.append(index)
+    return marked
+
+
+def test_moving_breakpoint_is_not_accumulated(
+    client: anthropic.Anthropic, fake_upstream: FakeUpstream
+) -> None:
+    """Claude Code marks its newest message on every call; stored history must not keep the
+    old marks (Anthropic refuses more than 4)."""
+    system: Any = [
+        {"type": "text", "text": "You are an agent.", "cache_control": {"type": "ephemeral"}}
+    ]
+    history: list[Any] = [{"role": "user", "content": 'CALL_TOOL:get_weather:{"city": "A"}'}]
+    for step in range(6):
+        sent = [*history[:-1], _marked_last(history[-1])]
+        reply = client.messages.create(
+            model=CLAUDE, max_tokens=2048, thinking=THINKING, tools=[TOOL], system=system,
+            messages=sent,
+        )  # fmt: skip
+        body = anthropic_calls(fake_upstream)[-1]["body"]
+        assert _breakpoints(body) == [len(body["messages"]) - 1]  # where the client put it
+        history.append({"role": "assistant", "content": [b.model_dump() for b in reply.content]})
+        call = next((b for b in reply.content if b.type == "tool_use"), None)
+        if call is None:
+            history.append(
+                {"role": "user", "content": f'CALL_TOOL:get_weather:{{"city": "{step}"}}'}
+            )
+        else:
+            result = {"type": "tool_result", "tool_use_id": call.id, "content": f"r{step}"}
+            history.append({"role": "user", "content": [result]})
