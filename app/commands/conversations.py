@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -151,14 +151,21 @@ def _artifacts_table(requests: list[RequestView]) -> Table | None:
     return table if rows else None
 
 
+def _kind(summary: dict[str, Any]) -> str:
+    """compaction or periodic, and rule_based when the summarizer failed (migration 0007)."""
+    kind = str(summary.get("kind") or "compaction")
+    return f"{kind}, rule-based" if summary.get("method") == "rule_based" else kind
+
+
 def _print_extras(out: Console, timeline: Timeline) -> None:
     if timeline.summaries:
-        table = Table(title="compaction summaries")
-        for name in ("id", "turns", "level", "tokens", "episodic"):
+        table = Table(title="compaction summaries (and periodic ones)")
+        for name in ("id", "kind", "turns", "level", "tokens", "episodic"):
             table.add_column(name, overflow="fold")
         for summary in timeline.summaries:
             table.add_row(
                 str(summary.get("id", "")),
+                _kind(summary),
                 f"{summary.get('first_turn', '?')}–{summary.get('last_turn', '?')}",
                 str(summary.get("level", 0)),
                 str(summary.get("token_count", "")),

@@ -128,6 +128,9 @@ async def test_a_failed_summarizer_stores_a_rule_based_summary_marked_as_such(
     assert ("preference", "I prefer PostgreSQL over MySQL.") in kinds
     assert ("fact", "The budget is 4000 euros per month.") in kinds
     assert summary["token_count"] > 0
+    page = await client.get(f"/ui/conversations/{conversation_id}")  # the inspector marks it
+    assert page.status_code == 200
+    assert '<span class="badge">periodic</span> <span class="badge">rule-based</span>' in page.text
 
     # An answer that is not JSON is a failed summarizer too.
     fake_upstream.script("fake-summarizer", ["not json at all"])
