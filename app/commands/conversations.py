@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.commands.common import console, run_with_database, settings_or_exit
+from app.commands.plain import WIDE_COLUMNS, as_json, conversation_lines, list_lines
 from app.core.errors import NotFound
 from app.inspect.service import InspectService, Timeline
 from app.inspect.views import PARTS, ConversationRow, RequestView
@@ -22,6 +23,12 @@ conversations_app = typer.Typer(
 TenantOption = Annotated[
     str | None, typer.Option("--tenant", help="Only this tenant (a key id, or 'default').")
 ]
+JsonOption = Annotated[bool, typer.Option("--json", help="JSON for scripts.")]
+
+
+def _plain(out: Console) -> bool:
+    """Plain lines rather than tables: piped, or a terminal too narrow for the tables."""
+    return not out.is_terminal or out.width < WIDE_COLUMNS
 
 
 def _short(text: str, width: int) -> str:
@@ -37,15 +44,23 @@ def _money(value: float) -> str:
 def list_conversations(
     limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 20,
     tenant: TenantOption = None,
+    json: JsonOption = False,
 ) -> None:
     """The most recently updated conversations, across tenants unless --tenant is given."""
     settings = settings_or_exit()
     rows: list[ConversationRow] = run_with_database(
         settings, lambda db: InspectService(db).conversations(tenant, limit=limit)
     )
+    if json:
+        typer.echo(as_json(rows))
+        return
     out = console()
     if not rows:
         out.print("no conversations stored yet")
+        return
+    if _plain(out):
+        for line in list_lines(rows):
+            typer.echo(line)
         return
     table = Table(title=f"conversations ({len(rows)})")
     table.add_column("id", no_wrap=True)
@@ -196,6 +211,7 @@ def show_conversation(
     last: Annotated[
         int | None, typer.Option(min=1, help="Only the newest N messages and their requests.")
     ] = None,
+    json: JsonOption = False,
 ) -> None:
     """One conversation: its messages, tool steps, summaries, and every request's context."""
     settings = settings_or_exit()
@@ -206,7 +222,15 @@ def show_conversation(
     except NotFound as exc:
         typer.echo(f"contextgate: {exc.message}", err=True)
         raise typer.Exit(1) from None
+    if json:
+        typer.echo(as_json(timeline))
+        return
     out = console()
+    if _plain(out):
+        for line in conversation_lines(timeline, out.width, full):
+            typer.echo(line)
+        _print_extras(out, timeline)
+        return
     row = timeline.conversation
     out.print(
         f"[bold]{row.id}[/bold]  tenant {row.tenant_id}  model {row.model or '?'}  "

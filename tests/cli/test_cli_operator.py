@@ -36,9 +36,11 @@ def test_conversations_list_shows_the_seeded_conversation(seeded: Seeded, sqlite
     assert code == 0, output
     assert seeded.conversation_id in output
     assert "default" in output  # the tenant
-    row = next(line for line in output.splitlines() if seeded.conversation_id in line)
+    lines = output.splitlines()
+    index = next(i for i, line in enumerate(lines) if seeded.conversation_id in line)
+    row = " ".join(lines[index : index + 2])  # piped: two plain lines per conversation
     assert "gpt-4o-mini" in row
-    assert f" {seeded.request_count} " in row  # requests
+    assert f"requests {seeded.request_count} " in row
 
 
 def test_conversations_show_has_messages_tool_steps_and_requests(
