@@ -14,6 +14,7 @@ from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits
 from app.core.state import AppState
 from app.protocol.chat import ChatCompletionRequest
+from app.protocol.headers import context_headers
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
 from app.turns.pipeline import new_request_id
@@ -56,12 +57,12 @@ async def chat_completions(
 async def _answer(state: AppState, context: TurnContext) -> Response:
     if context.request.stream:
         stream = await open_turn_stream(state, context, ChatStreamRenderer)
-        headers = dict(SSE_HEADERS)
-        if stream.prepared.conversation_id:
-            headers["X-Conversation-Id"] = stream.prepared.conversation_id
+        prepared = stream.prepared
+        headers = {
+            **SSE_HEADERS,
+            **context_headers(prepared.conversation_id, prepared.utilization),
+        }
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     result = await run_turn(state, context)
-    headers = {}
-    if result.conversation_id:
-        headers["X-Conversation-Id"] = result.conversation_id
+    headers = context_headers(result.conversation_id, result.prepared.utilization, result.cost)
     return json_response(completion_body(result), headers=headers)

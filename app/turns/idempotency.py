@@ -61,7 +61,11 @@ class IdempotentRequest:
             row.status = "done"
             row.status_code = status_code
             row.media_type = media_type
-            row.headers = {k: v for k, v in headers.items() if k.lower() in _REPLAYED_HEADERS}
+            row.headers = {
+                k: v
+                for k, v in headers.items()
+                if k.lower() in _REPLAYED_HEADERS or k.lower().startswith("x-contextgate-")
+            }
             row.body = body
 
     async def abandon(self) -> None:
