@@ -1,14 +1,17 @@
-"""``python -m bench.doors [--rounds 3] [--record]``: the Anthropic door against the chat door.
+"""``python -m bench.doors [--rounds 3] [--record]``: the Anthropic and Responses doors against
+the chat door.
 
 One contextgate (``contextgate serve``, one worker, SQLite in bench/.work/) in front of the fake
 upstream; the same model (an OpenAI-compatible upstream) asked through
-``/v1/chat/completions`` and through ``/v1/messages`` with the same short conversation turns
-(``bench.load --door``), interleaved round by round so machine noise hits both alike:
+``/v1/chat/completions``, ``/v1/messages`` and ``/v1/responses`` with the same short
+conversation turns, continued by id (``bench.load --door``), interleaved round by round so
+machine noise hits all alike:
 
 - added latency, concurrency 1: p50 of the door minus p50 of the fake upstream called directly;
 - streaming TTFB, concurrency 8: p50 time to the first body bytes.
 
-The goal (issue 13): each figure of /v1/messages within 1.2x of /v1/chat/completions'.
+The goal (issue 13): each figure of /v1/messages and of /v1/responses within 1.2x of
+/v1/chat/completions'.
 ``--record`` writes the table into bench/README.md between this bench's own markers.
 """
 
@@ -29,7 +32,8 @@ from bench.services import WORK, Contextgate
 BENCH = Path(__file__).resolve().parent
 START = "<!-- doors-results:start (written by python -m bench.doors --record) -->"
 END = "<!-- doors-results:end -->"
-SECTION = "## Doors: /v1/messages against /v1/chat/completions"
+SECTION = "## Doors: /v1/messages and /v1/responses against /v1/chat/completions"
+DOORS = ("chat", "messages", "responses")
 GOAL = 1.2
 
 
@@ -61,7 +65,7 @@ def measure(upstream: str, contextgate: str, rounds: int, requests: int) -> dict
             upstream, "chat", concurrency=1, requests=requests, stream=False, conversation=False
         )
         base = direct["latency_ms"]["p50"]
-        for door in ("chat", "messages"):
+        for door in DOORS:
             c1 = load(
                 contextgate, door, concurrency=1, requests=requests, stream=False, conversation=True
             )
@@ -94,18 +98,23 @@ def render(figures: dict[str, list[float]], rounds: int, requests: int) -> str:
         ("streaming TTFB p50, concurrency 8 (ms)", "ttfb"),
     )
     for label, key in labels:
-        chat, messages = median(f"chat_{key}"), median(f"messages_{key}")
-        ratio = messages / chat if chat > 0 else float("nan")
-        met = "yes" if ratio <= GOAL else "no"
-        rows.append(f"| {label} | {chat:.2f} | {messages:.2f} | {ratio:.2f} | ≤ {GOAL} × | {met} |")
+        chat = median(f"chat_{key}")
+        for door in DOORS[1:]:
+            value = median(f"{door}_{key}")
+            ratio = value / chat if chat > 0 else float("nan")
+            met = "yes" if ratio <= GOAL else "no"
+            rows.append(
+                f"| {label} | /v1/{door} | {chat:.2f} | {value:.2f} | {ratio:.2f} "
+                f"| ≤ {GOAL} × | {met} |"
+            )
     return "\n".join(
         [
             f"Median of {rounds} interleaved rounds, {requests} requests per latency run "
             f"({2 * requests} per stream run), conversations continued by id "
             "(`python -m bench.doors`).",
             "",
-            "| figure | /v1/chat/completions | /v1/messages | ratio | goal | met |",
-            "| --- | ---: | ---: | ---: | --- | --- |",
+            "| figure | door | /v1/chat/completions | the door | ratio | goal | met |",
+            "| --- | --- | ---: | ---: | ---: | --- | --- |",
             *rows,
         ]
     )

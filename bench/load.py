@@ -2,7 +2,8 @@
 the server under test:
 
     python -m bench.load --url http://127.0.0.1:PORT/v1 --concurrency 8 --requests 400 \
-        [--stream] [--conversation] [--duration 20] [--model bench-model] [--door messages]
+        [--stream] [--conversation] [--duration 20] [--model bench-model]
+        [--door chat|messages|responses]
 
 Prints one JSON object on stdout: latencies (ms) p50/p90/p99/mean, time to first byte for
 streams, throughput (requests/s over the measured window), error count and the client's own
@@ -34,8 +35,9 @@ import httptools
 import orjson
 
 REQUEST_TIMEOUT_S = 60.0
-# The request body below is valid on both doors (Anthropic's needs max_tokens: it is there).
-DOOR_PATHS = {"chat": "chat/completions", "messages": "messages"}
+# The request body below is valid on chat and messages (Anthropic's needs max_tokens: it is
+# there); the Responses door gets the same turn as ``input`` / ``max_output_tokens``.
+DOOR_PATHS = {"chat": "chat/completions", "messages": "messages", "responses": "responses"}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -199,11 +201,12 @@ class Load:
         self.all_started = asyncio.Event()
 
     def body(self, worker: int, turn: int, conversation_id: str | None) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.args.model,
-            "messages": [{"role": "user", "content": f"hello {worker} turn {turn}"}],
-            "max_tokens": 16,
-        }
+        text = f"hello {worker} turn {turn}"
+        body: dict[str, Any] = {"model": self.args.model}
+        if self.args.door == "responses":
+            body.update(input=text, max_output_tokens=16)
+        else:
+            body.update(messages=[{"role": "user", "content": text}], max_tokens=16)
         if self.args.stream:
             body["stream"] = True
         if conversation_id:
