@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.conversations.messages import ConversationMessage
 from app.core.errors import BadRequest
 from app.core.state import AppState
-from app.db.models import ResponseRecord
+from app.db.models import utcnow
 from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
@@ -112,20 +112,22 @@ class NewResponse:
         else:
             self.output = output_items(message)
         assert prepared.conversation_id is not None
-        response_repository.insert(
+        await response_repository.insert(
             session,
-            ResponseRecord(
-                id=self.id,
-                tenant_id=self.tenant_id,
-                conversation_id=prepared.conversation_id,
-                end_sequence=answer.sequence_number + 1,
-                model=self.body.model,
-                status="completed" if answer.status == "complete" else "incomplete",
-                output=self.output,
-                usage=response_usage(usage),
-                input_items=input_items(self.body),
-                echo=self.echo,
-            ),
+            {
+                "id": self.id,
+                "tenant_id": self.tenant_id,
+                "conversation_id": prepared.conversation_id,
+                "end_sequence": answer.sequence_number + 1,
+                "model": self.body.model,
+                "status": "completed" if answer.status == "complete" else "incomplete",
+                "output": self.output,
+                "usage": response_usage(usage),
+                "input_items": input_items(self.body),
+                "echo": self.echo,
+                "incomplete_reason": None,
+                "created_at": utcnow(),
+            },
         )
 
     def body_of(self, result: TurnResult, incomplete: str | None) -> dict[str, Any]:

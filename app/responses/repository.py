@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import update
+from typing import Any, cast
+
+from sqlalchemy import Table, insert, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import ResponseRecord
@@ -12,9 +14,10 @@ __all__ = ["ResponseRepository", "response_repository"]
 
 
 class ResponseRepository(TenantRepository[ResponseRecord]):
-    def insert(self, session: AsyncSession, record: ResponseRecord) -> None:
-        """Added to the session; flushed with the transaction that stores the turn."""
-        session.add(record)
+    async def insert(self, session: AsyncSession, row: dict[str, Any]) -> None:
+        """A plain INSERT in the transaction that stores the turn (no unit of work)."""
+        connection = await session.connection()
+        await connection.execute(_INSERT, row)
 
     async def mark_incomplete(
         self, session: AsyncSession, tenant_id: str, response_id: str, reason: str
@@ -27,3 +30,4 @@ class ResponseRepository(TenantRepository[ResponseRecord]):
 
 
 response_repository = ResponseRepository(ResponseRecord)
+_INSERT = insert(cast(Table, ResponseRecord.__table__))  # built once: written on every turn

@@ -9,7 +9,7 @@ import pytest
 from app.conversations.service import conversation_service
 from app.core.database import Database, create_database
 from app.core.errors import NotFound
-from app.db.models import ResponseRecord, new_id
+from app.db.models import new_id, utcnow
 from app.responses.repository import response_repository
 from app.responses.service import response_service
 from tests.integration.test_repositories import OTHER, TENANT, TURN, append, message
@@ -25,20 +25,22 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 async def _record(db: Database, conversation_id: str, end: int) -> str:
     response_id = new_id("resp")
     async with db.writing() as session:
-        response_repository.insert(
+        await response_repository.insert(
             session,
-            ResponseRecord(
-                id=response_id,
-                tenant_id=TENANT,
-                conversation_id=conversation_id,
-                end_sequence=end,
-                model="m",
-                status="completed",
-                output=[{"type": "message", "id": "msg_1"}],
-                usage=None,
-                input_items=[],
-                echo={"model": "m"},
-            ),
+            {
+                "id": response_id,
+                "tenant_id": TENANT,
+                "conversation_id": conversation_id,
+                "end_sequence": end,
+                "model": "m",
+                "status": "completed",
+                "output": [{"type": "message", "id": "msg_1"}],
+                "usage": None,
+                "input_items": [],
+                "echo": {"model": "m"},
+                "incomplete_reason": None,
+                "created_at": utcnow(),
+            },
         )
     return response_id
 
