@@ -37,8 +37,9 @@ from app.keys.wiring import (
 from app.llm.client import LLMClient, RetryPolicy
 from app.llm.reach import HelperModels
 from app.llm.routing import ModelRouter, load_model_list
+from app.memories.embedder import build_embedder
 from app.memories.router import router as memories_router
-from app.memories.runtime import MemoryRuntime
+from app.memories.runtime import MemoryRuntime, warm_up_embedder
 from app.memories.save import router as conversation_save_router
 from app.messages.errors import anthropic_error_response
 from app.messages.router import ERROR_PREFIX as MESSAGES_PREFIX
@@ -107,6 +108,7 @@ def build_state(settings: Settings) -> AppState:
         key_resolver=keys.resolve if keys is not None else None,
         summary_cache=build_summary_cache(settings),
         helpers=HelperModels.check(settings, router),
+        embedder=build_embedder(settings, llm),
     )
 
 
@@ -168,6 +170,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if state.helpers is not None:
             state.helpers.log_fallbacks()
         state.llm.warm_up(embeddings=settings.embedding_model is not None)
+        warm_up_embedder(state)
         _freeze_startup_objects()
         try:
             yield

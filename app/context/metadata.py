@@ -133,6 +133,9 @@ class ContextUtilization(BaseModel):
     memories_injected: list[dict[str, Any]] = Field(default_factory=list)
     # ids of memories the model saved with the ``remember`` tool (llm_triggered extraction)
     memories_remembered: list[str] = Field(default_factory=list)
+    # Stored messages brought back by message recall: sequence_number, turn_number,
+    # conversation_id, similarity (app/memories/recall.py).
+    messages_recalled: list[dict[str, Any]] = Field(default_factory=list)
     # Why something fell back (planner failed, cache unreachable, …); empty when all went well.
     notes: list[str] = Field(default_factory=list)
 

@@ -132,6 +132,18 @@ class Settings(BaseSettings):
     date_prefix: bool = False
     # llm_triggered extraction: the most rounds of `remember` calls handled per request.
     remember_max_rounds: int = Field(3, ge=1, le=10)
+    # Semantic retrieval and message recall (app/memories/embedder.py, retrieval.py, recall.py).
+    # "embedded": the offline WordLlama model (default; CONTEXTGATE_EMBEDDING_MODEL, when set,
+    # replaces it with a litellm model); "bm25": lexical only, no embeddings.
+    embedder: Literal["embedded", "bm25"] = "embedded"
+    # Minimum cosine for a semantic match; unset: the embedder's calibrated value.
+    memory_min_similarity: float | None = Field(None, ge=-1, le=1)
+    message_recall: bool = True
+    recall_top_k: int = Field(4, ge=1, le=50)
+    recall_token_cap: int = Field(400, ge=0)
+    recall_max_chars: int = Field(600, ge=50)
+    # Below this many vectors in the conversation, the user's other conversations are searched.
+    recall_cross_session_below: int = Field(50, ge=0)
 
     # --- context engine ---
     # When to ask the planner model (the design's table; see app/context/decision.py).

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from app.keys.throttle import AuthThrottle
     from app.llm.client import LLMClient
     from app.llm.reach import HelperModels
+    from app.memories.embedder import Embedder
     from app.memories.runtime import MemoryRuntime
 
 __all__ = ["AppState", "get_state"]
@@ -56,6 +57,8 @@ class AppState:
     summary_cache: SummaryCache | None = None
     # The planner/summarizer/embedding models checked at start (app/llm/reach.py); None: as set.
     helpers: HelperModels | None = None
+    # Embeddings for memory retrieval and message recall (None: BM25 only; see embedder.py).
+    embedder: Embedder | None = None
 
 
 async def get_state(request: Request) -> AppState:

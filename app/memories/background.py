@@ -20,6 +20,7 @@ from app.llm.responses import Usage
 from app.memories.compaction import CompactionReport, Compactor
 from app.memories.extraction import extraction_due, run_extraction
 from app.memories.periodic import periodic_due, run_periodic_summary
+from app.memories.vectors import schedule_message_vectors
 
 __all__ = ["compaction_ratio", "schedule_memory_work"]
 
@@ -58,6 +59,8 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
             ),
         )
     _schedule_periodic_summary(state, prepared, model)
+    if request.context.memory:  # vectors of the stored messages, for message recall
+        schedule_message_vectors(state, tenant_id, resolved.conversation_id, request.user)
     mode = request.context.memory_extraction or settings.memory_extraction_mode
     if request.user and request.context.memory and mode != "off":
         before = resolved.conversation.turn_count if resolved.conversation else 0

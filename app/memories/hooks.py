@@ -31,6 +31,7 @@ from app.memories.bundle import render_bundle
 from app.memories.compaction import CompactionReport, Compactor, summary_views
 from app.memories.injection import inject, insert_bundle
 from app.memories.memory_block import MemorySelection, date_prefix_wanted, select_memories
+from app.memories.recall_turn import RecallResult, recall_for_turn
 from app.memories.repository import memory_repository
 from app.memories.retrieval import Retrieved
 from app.turns.context import TurnContext
@@ -57,29 +58,65 @@ class MemoryContext:
     summarizer_calls: int = 0
     summarizer_tokens: tuple[int, int] = (0, 0)  # prompt, completion (compaction)
     notes: list[str] = field(default_factory=list)
+    recall: RecallResult = field(default_factory=RecallResult)
 
     @property
     def reserved_tokens(self) -> int:
         return self.bundle_tokens + self.context_tokens
 
+    async def recall_messages(
+        self,
+        state: AppState,
+        context: TurnContext,
+        resolved: ResolvedConversation,
+        window: Any,
+        assembled: AssembledContext,
+        budget: int,
+    ) -> None:
+        """Message recall (recall_turn.py), within what the assembly left of the budget."""
+        own = self.bundle_tokens + self.context_tokens
+        room = min(
+            state.settings.recall_token_cap, budget - own - assembled.utilization.tokens_used
+        )
+        await recall_for_turn(
+            state,
+            context.request,
+            context.caller.tenant_id,
+            resolved.conversation,
+            resolved.conversation_id,
+            window,
+            assembled,
+            room=room,
+            boundary_sequence=self.boundary_sequence,
+            message_overhead=self.mode == "context_message",
+            result=self.recall,
+        )
+
     def apply(self, assembled: AssembledContext, budget: int) -> None:
-        """Insert the bundle and the memories; report them in the utilization."""
+        """Insert the bundle, the memories and recalled messages; report them."""
         messages = assembled.messages
         added = 0
         if self.bundle:
             messages = insert_bundle(messages, self.bundle)
             added += 1
+        recall_mode = "context_message" if self.mode == "context_message" else "user_prefix"
+        if self.recall.block:  # per-turn context next to the newest user message
+            messages = inject(messages, self.recall.block, recall_mode)
+            added += 0 if recall_mode == "user_prefix" else 1
         if self.context_block:
             messages = inject(messages, self.context_block, self.mode)
             added += 0 if self.mode == "user_prefix" else 1
         assembled.messages = messages
+        used = self.bundle_tokens + self.context_tokens + self.recall.tokens
         utilization = assembled.utilization
         utilization.max_input_tokens = budget
-        utilization.tokens_used += self.reserved_tokens
+        utilization.tokens_used += used
         utilization.messages_included += added
-        utilization.breakdown.memory += self.reserved_tokens
+        utilization.breakdown.memory += used
         utilization.compaction = self.compaction
         utilization.memories_injected = self.injected_report
+        utilization.messages_recalled = [r.report() for r in self.recall.recalled]
+        utilization.notes.extend(self.recall.notes)
         if self.summarizer_cost:
             utilization.planning_cost.summarizer_cost += self.summarizer_cost
             utilization.planning_cost.total_cost += self.summarizer_cost

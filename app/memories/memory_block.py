@@ -94,11 +94,11 @@ async def select_memories(
         )
     if not query.strip():
         return selection
+    floor = options.memory_min_similarity
     found = await retrieve(
         state, session, tenant_id, user, query, count=count, notes=notes,
-        top_k=options.memory_top_k,
+        top_k=options.memory_top_k, min_similarity=floor,
     )  # fmt: skip
-    floor = options.memory_min_similarity
     for memory in found:
         if floor is not None and memory.similarity < floor:
             continue

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import OrderedDict
 from typing import Any
 
 from app.core.database import Database
 from app.core.settings import Settings
+from app.memories.embedder import EmbeddedEmbedder
 from app.memories.locks import ConversationLocks
+from app.memories.recall import VectorCache
 
-__all__ = ["MemoryRuntime"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["MemoryRuntime", "warm_up_embedder"]
 
 _INDEX_CACHE_SIZE = 64
 
@@ -24,6 +30,8 @@ class MemoryRuntime:
         )
         # (tenant, user) -> (signature, index); a signature check per request keeps it honest.
         self._indexes: OrderedDict[tuple[str, str], tuple[Any, Any]] = OrderedDict()
+        # Conversations' message vectors for message recall, loaded incrementally.
+        self.recall_vectors = VectorCache()
 
     def cached_index(self, key: tuple[str, str], signature: Any) -> Any | None:
         entry = self._indexes.get(key)
@@ -37,3 +45,21 @@ class MemoryRuntime:
         self._indexes.move_to_end(key)
         while len(self._indexes) > _INDEX_CACHE_SIZE:
             self._indexes.popitem(last=False)
+
+
+def warm_up_embedder(state: Any) -> None:
+    """Load the embedded model on a worker thread now, so the first memory request does not
+    pay for it (~0.4 s; it waits for the load if it comes sooner). Readiness is not delayed."""
+    embedder = state.embedder
+    if not isinstance(embedder, EmbeddedEmbedder):
+        return
+
+    async def load() -> None:
+        try:
+            await asyncio.to_thread(embedder.load)
+        except Exception:  # retrieval falls back to BM25 and says so in the notes
+            logger.exception("embedded embedder failed to load")
+
+    task = asyncio.get_running_loop().create_task(load())
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)

@@ -178,6 +178,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         )
     )
     engine.annotate(assembled.utilization)
+    await memory.recall_messages(state, context, resolved, window, assembled, budget)
     memory.apply(assembled, budget)
     keep_client_breakpoints(
         assembled.messages,

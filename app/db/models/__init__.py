@@ -7,6 +7,7 @@ from app.db.models.conversation import Conversation
 from app.db.models.idempotency import IdempotencyRecord
 from app.db.models.memory import Memory
 from app.db.models.message import Message
+from app.db.models.message_vector import MessageVector
 from app.db.models.request_log import RequestLog
 from app.db.models.response import ResponseRecord
 from app.db.models.summary import ConversationSummaryRow
@@ -21,6 +22,7 @@ __all__ = [
     "IdempotencyRecord",
     "Memory",
     "Message",
+    "MessageVector",
     "RequestLog",
     "ResponseRecord",
     "UiSession",

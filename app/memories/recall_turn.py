@@ -1,0 +1,121 @@
+"""Message recall in a turn: after assembly, in the room the history fit left.
+
+The pipeline calls ``recall_for_turn`` (through ``MemoryContext.recall_messages``) between
+assembly and ``MemoryContext.apply``. Recalled messages never evict history: they take what the
+fit left of the budget (the history cut is quantized, compaction leaves a margin), up to
+``recall_token_cap``. Recall runs when the request has memory on and either
+the history sent is cut (compacted or trimmed: this conversation's missing messages are
+searched) or the request names a ``user`` whose conversation is still short (their other
+conversations are searched: seed 004's cross-session rule).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.context.assembler import AssembledContext
+from app.context.tokens import MESSAGE_OVERHEAD, text_of
+from app.core.state import AppState
+from app.memories.embedder import EmbeddingFailed
+from app.memories.recall import Recalled, render_recalled, search
+
+__all__ = ["RecallResult", "recall_for_turn"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RecallResult:
+    block: str = ""
+    tokens: int = 0
+    recalled: list[Recalled] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _enabled(state: AppState, request: Any) -> bool:
+    return bool(
+        state.embedder is not None
+        and state.settings.message_recall
+        and request.context.memory
+        and state.settings.recall_token_cap > 0
+    )
+
+
+async def recall_for_turn(
+    state: AppState,
+    request: Any,
+    tenant_id: str,
+    conversation: Any,
+    conversation_id: str,
+    window: Any,
+    assembled: AssembledContext,
+    *,
+    room: int,
+    boundary_sequence: int,
+    message_overhead: bool,
+    result: RecallResult,
+) -> None:
+    """Search and render the recalled messages into ``result`` (within ``room`` tokens)."""
+    embedder = state.embedder
+    if not _enabled(state, request) or embedder is None or room <= 0:
+        return
+    settings = state.settings
+    users = [m for m in window.current if m.role == "user"]
+    query = text_of(users[-1].content).strip() if users else ""
+    if not query:
+        return
+    system_count = conversation.system_prompt_count if conversation is not None else 0
+    utilization = assembled.utilization
+    kept = utilization.messages_included - len(window.system) - len(window.current)
+    current_seq = window.current[0].sequence_number if window.current else 0
+    first_kept = (
+        window.history[-kept].sequence_number if 0 < kept <= len(window.history) else current_seq
+    )
+    cut = utilization.messages_excluded > 0 or boundary_sequence > system_count
+    short = request.user is not None and (
+        conversation is None or conversation.message_count < settings.recall_cross_session_below
+    )
+    if not cut and not short:
+        return
+    try:
+        async with state.database.reading() as session:
+            found = await search(
+                state,
+                embedder,
+                state.memory.recall_vectors,
+                session,
+                tenant_id=tenant_id,
+                user=request.user,
+                conversation_id=conversation_id,
+                query=query,
+                first_sequence=system_count,
+                before_sequence=first_kept if cut else system_count,
+                top_k=settings.recall_top_k,
+                min_similarity=(
+                    embedder.min_similarity
+                    if request.context.memory_min_similarity is None
+                    else request.context.memory_min_similarity
+                ),
+                cross_session_below=settings.recall_cross_session_below,
+                max_chars=settings.recall_max_chars,
+            )
+    except EmbeddingFailed as exc:
+        result.notes.append(f"message recall: embeddings failed ({exc})")
+        return
+    except Exception as exc:  # recall must never fail the request
+        logger.warning("message recall failed", exc_info=True)
+        result.notes.append(f"message recall failed ({type(exc).__name__}); none recalled")
+        return
+    model = request.model
+    while found:
+        block = render_recalled(found, conversation_id)
+        tokens = state.tokens.count_text(block, model) + 2
+        if message_overhead:
+            tokens += MESSAGE_OVERHEAD
+        if tokens <= room:
+            result.block, result.tokens, result.recalled = block, tokens, found
+            return
+        found = found[:-1]
+    result.notes.append("message recall: no room left for the recalled messages")

@@ -1,0 +1,205 @@
+"""Vectors stored with their rows, computed off the request path.
+
+- Memories keep theirs in ``memories.embedding`` (JSON floats) with ``embedding_model``; a
+  memory stored without one gets it when its user's index is next built (retrieval.py), and
+  ``save_memory_vectors`` writes it back in the background.
+- Messages keep theirs in ``message_vectors`` (float32 blobs): ``schedule_message_vectors``
+  embeds a conversation's stored user and assistant messages that have none yet, after the turn
+  is stored; recall.py computes the still-missing ones lazily and saves them the same way.
+
+A failure here is logged and forgotten: the vectors are computed again when next needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.context.tokens import text_of
+from app.core.state import AppState
+from app.db.models import Memory, Message, MessageVector
+from app.memories.embedder import Embedder, EmbeddingFailed, encode_vector
+
+__all__ = [
+    "EMBED_MAX_CHARS",
+    "MissingMessage",
+    "embed_messages",
+    "missing_messages",
+    "save_memory_vectors",
+    "save_message_vectors",
+    "schedule_message_vectors",
+]
+
+logger = logging.getLogger(__name__)
+
+EMBED_MAX_CHARS = 8000
+_RECALLED_ROLES = ("user", "assistant")
+
+
+def _spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.get_running_loop().create_task(work)
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
+
+
+def save_memory_vectors(
+    state: AppState, tenant_id: str, model: str, vectors: Sequence[tuple[str, np.ndarray]]
+) -> None:
+    """Write computed memory vectors back, in the background (``updated_at`` untouched)."""
+    if not vectors:
+        return
+    rows = [
+        {"id": memory_id, "embedding": [round(float(x), 6) for x in vector]}
+        for memory_id, vector in vectors
+    ]
+
+    async def save() -> None:
+        try:
+            async with state.database.writing() as session:
+                for row in rows:
+                    await session.execute(
+                        update(Memory)
+                        .where(Memory.id == row["id"], Memory.tenant_id == tenant_id)
+                        .values(embedding=row["embedding"], embedding_model=model)
+                        .execution_options(synchronize_session=False)
+                    )
+        except Exception:
+            logger.warning("saving memory vectors failed", exc_info=True)
+
+    _spawn(state, save())
+
+
+@dataclass(frozen=True, slots=True)
+class MissingMessage:
+    id: int
+    sequence_number: int
+    turn_number: int
+    role: str
+    text: str
+    created_at: datetime
+
+
+async def missing_messages(
+    session: AsyncSession,
+    tenant_id: str,
+    conversation_id: str,
+    *,
+    before_sequence: int | None = None,
+    limit: int = 4096,
+) -> list[MissingMessage]:
+    """The conversation's user/assistant messages that have no vector row yet."""
+    statement = (
+        select(
+            Message.id,
+            Message.sequence_number,
+            Message.turn_number,
+            Message.role,
+            Message.content,
+            Message.created_at,
+        )
+        .outerjoin(MessageVector, MessageVector.message_id == Message.id)
+        .where(
+            Message.conversation_id == conversation_id,
+            Message.tenant_id == tenant_id,
+            Message.role.in_(_RECALLED_ROLES),
+            MessageVector.id.is_(None),
+        )
+        .order_by(Message.sequence_number)
+        .limit(limit)
+    )
+    if before_sequence is not None:
+        statement = statement.where(Message.sequence_number < before_sequence)
+    rows = (await session.execute(statement)).all()
+    return [
+        MissingMessage(row[0], row[1], row[2], row[3], text_of(row[4]).strip(), row[5])
+        for row in rows
+    ]
+
+
+async def embed_messages(
+    embedder: Embedder, messages: Sequence[MissingMessage]
+) -> list[np.ndarray | None]:
+    """One vector per message (None: no text)."""
+    texts = [m.text[:EMBED_MAX_CHARS] for m in messages if m.text]
+    vectors = await embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
+    result: list[np.ndarray | None] = []
+    position = 0
+    for message in messages:
+        if message.text:
+            result.append(vectors[position])
+            position += 1
+        else:
+            result.append(None)
+    return result
+
+
+async def save_message_vectors(
+    state: AppState,
+    tenant_id: str,
+    conversation_id: str,
+    user: str | None,
+    model: str,
+    messages: Sequence[MissingMessage],
+    vectors: Sequence[np.ndarray | None],
+) -> None:
+    rows = [
+        {
+            "message_id": message.id,
+            "conversation_id": conversation_id,
+            "tenant_id": tenant_id,
+            "user_id": user,
+            "sequence_number": message.sequence_number,
+            "turn_number": message.turn_number,
+            "role": message.role,
+            "embedding": encode_vector(vector) if vector is not None else None,
+            "embedding_model": model if vector is not None else None,
+            "created_at": message.created_at,
+        }
+        for message, vector in zip(messages, vectors, strict=True)
+    ]
+    if not rows:
+        return
+    try:
+        async with state.database.writing() as session:
+            session.add_all([MessageVector(**row) for row in rows])
+    except IntegrityError:  # another task stored (some of) them first: fine
+        logger.debug("message vectors already stored", extra={"conversation_id": conversation_id})
+
+
+async def _vectorize_conversation(
+    state: AppState, tenant_id: str, conversation_id: str, user: str | None
+) -> None:
+    embedder = state.embedder
+    if embedder is None:
+        return
+    try:
+        async with state.database.reading() as session:
+            missing = await missing_messages(session, tenant_id, conversation_id)
+        if not missing:
+            return
+        vectors = await embed_messages(embedder, missing)
+        await save_message_vectors(
+            state, tenant_id, conversation_id, user, embedder.name, missing, vectors
+        )
+    except EmbeddingFailed as exc:
+        logger.warning("message vectors failed", extra={"error": str(exc)})
+    except Exception:
+        logger.warning("message vectors failed", exc_info=True)
+
+
+def schedule_message_vectors(
+    state: AppState, tenant_id: str, conversation_id: str, user: str | None
+) -> None:
+    """After a turn is stored: embed its messages (and any older ones still without)."""
+    if state.embedder is None or not state.settings.message_recall:
+        return
+    _spawn(state, _vectorize_conversation(state, tenant_id, conversation_id, user))

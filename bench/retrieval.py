@@ -1,0 +1,282 @@
+"""Retrieval benchmark: recall@k and MRR of BM25, the embedded model and their fusion on
+hand-written paraphrased questions (bench/retrieval_data.py); the similarity calibration of the
+embedded model; p50/p99 retrieval latency through ``retrieve`` at 10,000 memories per user.
+
+    .venv/bin/python -m bench.retrieval [--memories 10000] [--queries 300]
+
+Quality is measured on relevance alone (every memory importance 5, same age), the production
+ranking with its similarity threshold (``rank`` as ``retrieve`` calls it), and with importances
+drawn at random (3-9) to show what importance x recency does to the fused order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import re
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import app  # noqa: F401  (offline defaults first)
+from app.cli import run_migrations
+from app.core.settings import Settings
+from app.db.models import Memory
+from app.main import build_state
+from app.memories.embedder import FUNCTION_WORDS, EmbeddedEmbedder
+from app.memories.retrieval import Candidate, LexicalIndex, fuse, rank, retrieve
+from app.memories.runtime import MemoryRuntime
+from bench.retrieval_data import DISTRACTORS, LEXICAL, PARAPHRASED
+
+KS = (1, 3, 8)
+_STOP = FUNCTION_WORDS
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP and len(w) > 1}
+
+
+def metrics(ranked: list[list[int]], gold: list[int]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in KS:
+        out[f"recall@{k}"] = float(np.mean([g in r[:k] for r, g in zip(ranked, gold, strict=True)]))
+    rr = [1.0 / (r.index(g) + 1) if g in r else 0.0 for r, g in zip(ranked, gold, strict=True)]
+    out["mrr"] = float(np.mean(rr))
+    return out
+
+
+def order(scores: np.ndarray, limit: int = 50) -> list[int]:
+    return [int(i) for i in np.argsort(-scores, kind="stable")[:limit]]
+
+
+def quality(k_values: tuple[int, ...] = (5, 10, 20, 60)) -> dict[str, Any]:
+    memories = [m for m, _ in PARAPHRASED] + [m for m, _ in LEXICAL] + list(DISTRACTORS)
+    questions = [q for _, q in PARAPHRASED] + [q for _, q in LEXICAL]
+    gold = list(range(len(PARAPHRASED) + len(LEXICAL)))
+    shares = [bool(content_words(questions[i]) & content_words(memories[i])) for i in gold]
+    embedder = EmbeddedEmbedder()
+    started = time.perf_counter()
+    embedder.load()
+    load_s = time.perf_counter() - started
+    matrix = embedder.embed_sync(memories)
+    queries = embedder.embed_sync(questions)
+    lexical = LexicalIndex(memories)
+    bm25 = [lexical.raw(q) for q in questions]
+    strong = [lexical.strong(q, b) for q, b in zip(questions, bm25, strict=True)]
+    cosine = [matrix @ queries[i] for i in range(len(questions))]
+    groups = {
+        "all": list(range(len(questions))),
+        "no shared word": [i for i in gold if not shares[i]],
+        "shared words": [i for i in gold if shares[i]],
+    }
+    methods: dict[str, list[list[int]]] = {
+        "BM25": [order(s) for s in bm25],
+        "embedded": [order(c) for c in cosine],
+    }
+    for k in k_values:
+        methods[f"fusion k={k}"] = [
+            order(fuse(c, b, s, k)) for c, b, s in zip(cosine, bm25, strong, strict=True)
+        ]
+    table = {
+        name: {
+            g: metrics([ranked[i] for i in idx], [gold[i] for i in idx])
+            for g, idx in groups.items()
+        }
+        for name, ranked in methods.items()
+    }
+    # Calibration: cosine of the right memory against the best wrong one, per question.
+    right = np.asarray([cosine[i][gold[i]] for i in gold])
+    wrong_best = np.asarray([np.max(np.delete(cosine[i], gold[i])) for i in gold])
+    all_wrong = np.concatenate([np.delete(cosine[i], gold[i]) for i in gold])
+    thresholds = {}
+    for t in (0.15, 0.2, 0.25, 0.3, 0.35, 0.4):
+        thresholds[t] = {
+            "right kept": float(np.mean(right >= t)),
+            "wrong per query": float(
+                np.mean([np.sum(np.delete(cosine[i], gold[i]) >= t) for i in gold])
+            ),
+            "unrelated pairs over": float(np.mean(all_wrong >= t)),
+        }
+    production = production_quality(
+        memories, questions, gold, cosine, bm25, strong, embedder, groups
+    )
+    return {
+        "memories": len(memories),
+        "questions": len(questions),
+        "no_shared_word": len(groups["no shared word"]),
+        "load_s": load_s,
+        "table": table,
+        "right_cosine_pcts": np.percentile(right, [10, 25, 50]).round(3).tolist(),
+        "wrong_best_pcts": np.percentile(wrong_best, [50, 90]).round(3).tolist(),
+        "thresholds": thresholds,
+        "production": production,
+    }
+
+
+def production_quality(
+    memories: list[str],
+    questions: list[str],
+    gold: list[int],
+    cosine: list[np.ndarray],
+    bm25: list[np.ndarray],
+    strong: list[np.ndarray],
+    embedder: EmbeddedEmbedder,
+    groups: dict[str, list[int]],
+) -> dict[str, Any]:
+    """recall@8 through ``rank`` (the threshold applied), uniform and random importances."""
+    now = datetime.now(UTC)
+    rng = random.Random(5)
+    results: dict[str, Any] = {}
+    for label, importances, ages in (
+        ("uniform", [5] * len(memories), [0] * len(memories)),
+        (
+            "random importance 3-9, age 0-180 d",
+            [rng.randint(3, 9) for _ in memories],
+            [rng.randint(0, 180) for _ in memories],
+        ),
+    ):
+        candidates = [
+            Candidate(str(i), text, "fact", importances[i], now - timedelta(days=ages[i]))
+            for i, text in enumerate(memories)
+        ]
+        found_at: list[list[int]] = []
+        injected: list[int] = []
+        for i in range(len(questions)):
+            eligible = (cosine[i] >= embedder.min_similarity) | strong[i]
+            chosen = rank(
+                candidates,
+                fuse(cosine[i], bm25[i], strong[i]),
+                now=now,
+                half_life_days=90.0,
+                min_score=0.0,
+                top_k=8,
+                token_cap=10**6,
+                count=len,
+                eligible=eligible,
+                reported=cosine[i],
+            )
+            found_at.append([int(c.id) for c in chosen])
+            injected.append(len(chosen))
+        results[label] = {
+            g: metrics([found_at[i] for i in idx], [gold[i] for i in idx])["recall@8"]
+            for g, idx in groups.items()
+        }
+        results[label]["mean injected"] = float(np.mean(injected))
+    return results
+
+
+async def latency(url: str, count: int, queries: int) -> dict[str, float]:
+    """``retrieve`` over ``count`` memories of one user (SQLite file), the embedded model on."""
+    settings = Settings(database_url=url, _env_file=None)
+    state = build_state(settings)
+    assert isinstance(state.embedder, EmbeddedEmbedder)
+    state.embedder.load()
+    rng = random.Random(11)
+    now = datetime.now(UTC)
+    texts = [m for m, _ in PARAPHRASED] + list(DISTRACTORS)
+    words = " ".join(texts).split()
+    async with state.database.writing() as session:
+        session.add_all(
+            Memory(
+                tenant_id="default",
+                user_id="bench-user",
+                content=" ".join(rng.choice(words) for _ in range(10)),
+                memory_type="fact",
+                importance=rng.randint(1, 10),
+                created_at=now - timedelta(days=rng.randint(0, 365)),
+                updated_at=now - timedelta(days=rng.randint(0, 365)),
+            )
+            for _ in range(count)
+        )
+    count_tokens = lambda text: state.tokens.count_text(text, "gpt-4o")  # noqa: E731
+    count_tokens("warm up the tokenizer")
+    questions = [q for _, q in PARAPHRASED]
+    timings: list[float] = []
+    cold = 0.0
+    for i in range(queries + 1):
+        started = time.perf_counter()
+        async with state.database.reading() as session:
+            await retrieve(
+                state,
+                session,
+                "default",
+                "bench-user",
+                questions[i % len(questions)],
+                count=count_tokens,
+                notes=[],
+            )
+        elapsed = (time.perf_counter() - started) * 1000
+        if i == 0:
+            cold = elapsed
+        else:
+            timings.append(elapsed)
+    while state.background:  # the lazily computed vectors being saved
+        await asyncio.gather(*list(state.background), return_exceptions=True)
+    # A rebuilt index now reads the stored vectors instead of computing them.
+    state.memory = MemoryRuntime(settings, state.database)
+    started = time.perf_counter()
+    async with state.database.reading() as session:
+        await retrieve(state, session, "default", "bench-user", "tea", count=count_tokens, notes=[])
+    rebuilt = (time.perf_counter() - started) * 1000
+    await state.database.dispose()
+    timings.sort()
+    return {
+        "cold_ms": cold,
+        "rebuild_stored_ms": rebuilt,
+        "p50_ms": statistics.median(timings),
+        "p99_ms": timings[max(0, int(len(timings) * 0.99) - 1)],
+    }
+
+
+def report(result: dict[str, Any], timing: dict[str, float] | None) -> None:
+    print(
+        f"{result['memories']} memories, {result['questions']} questions "
+        f"({result['no_shared_word']} share no content word with their memory); "
+        f"embedded model loaded in {result['load_s']:.2f} s"
+    )
+    print("| method | group | recall@1 | recall@3 | recall@8 | MRR |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, groups in result["table"].items():
+        for group, m in groups.items():
+            print(
+                f"| {name} | {group} | {m['recall@1']:.2f} | {m['recall@3']:.2f} | "
+                f"{m['recall@8']:.2f} | {m['mrr']:.3f} |"
+            )
+    print("right-memory cosine p10/p25/p50:", result["right_cosine_pcts"])
+    print("best wrong cosine p50/p90:", result["wrong_best_pcts"])
+    for t, row in result["thresholds"].items():
+        print(
+            f"threshold {t}: right kept {row['right kept']:.2f}, wrong over it per query "
+            f"{row['wrong per query']:.1f}, unrelated pairs over it "
+            f"{row['unrelated pairs over']:.3f}"
+        )
+    for label, row in result["production"].items():
+        print(f"production rank() recall@8 [{label}]:", {k: round(v, 3) for k, v in row.items()})
+    if timing:
+        print("latency:", {k: round(v, 2) for k, v in timing.items()})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--skip-latency", action="store_true")
+    args = parser.parse_args()
+    result = quality()
+    timing = None
+    if not args.skip_latency:
+        with tempfile.TemporaryDirectory() as tmp:
+            url = f"sqlite+aiosqlite:///{Path(tmp) / 'mem.db'}"
+            run_migrations(url)
+            timing = asyncio.run(latency(url, args.memories, args.queries))
+    report(result, timing)
+
+
+if __name__ == "__main__":
+    main()
