@@ -56,7 +56,11 @@ async def test_long_conversation_keeps_raw_tail_summary_and_every_message(
     fake_upstream: FakeUpstream,
     database_url: str,
 ) -> None:
-    settings = make_settings(summarizer_model="fake-summarizer", database_url=database_url)
+    # No message recall: the fake upstream echoes the prompt, so recalled text would be stored in
+    # every answer and crowd out the raw tail this test counts.
+    settings = make_settings(
+        summarizer_model="fake-summarizer", database_url=database_url, message_recall=False
+    )
     client = await client_for(settings)
     fake_upstream.script("fake-summarizer", [SUMMARY] * 40)
     conversation_id = None
