@@ -183,9 +183,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="OpenAI-compatible proxy with conversation memory and context management.",
         lifespan=lifespan,
     )
-    install_error_handlers(app, {MESSAGES_PREFIX: anthropic_error_response})
+    envelopes = {MESSAGES_PREFIX: anthropic_error_response}  # OpenAI's everywhere else
+    install_error_handlers(app, envelopes)
     app.add_middleware(TextCheckMiddleware)  # inside the size limit: bodies are bounded
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes, renderers=envelopes
+    )
     app.add_middleware(AccessLogMiddleware)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(chat_router)

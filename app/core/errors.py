@@ -42,6 +42,7 @@ __all__ = [
     "UpstreamError",
     "error_body",
     "error_response",
+    "renderer_for",
     "install_error_handlers",
 ]
 
@@ -168,7 +169,7 @@ _STATUS_TYPES = {
 }
 
 
-def _renderer_for(path: str, renderers: Mapping[str, ErrorRenderer]) -> ErrorRenderer:
+def renderer_for(path: str, renderers: Mapping[str, ErrorRenderer]) -> ErrorRenderer:
     """The renderer of the longest prefix that ``path`` is (or lies under); OpenAI's else."""
     best = -1
     chosen_renderer: ErrorRenderer = error_response
@@ -197,7 +198,7 @@ def install_error_handlers(
     by_prefix = dict(renderers or {})
 
     def render(request: Request, exc: ContextGateError) -> Response:
-        return _renderer_for(request.url.path, by_prefix)(exc)
+        return renderer_for(request.url.path, by_prefix)(exc)
 
     async def on_contextgate_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ContextGateError)

@@ -3,12 +3,13 @@ shape of a chat request (message, attachment, tool counts; attachment size)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.core.errors import BadRequest, PayloadTooLarge, error_response
+from app.core.errors import BadRequest, ErrorRenderer, PayloadTooLarge, renderer_for
 
 if TYPE_CHECKING:
     from app.core.settings import Settings
@@ -36,9 +37,15 @@ def _too_large(limit: int) -> PayloadTooLarge:
 class BodySizeLimitMiddleware:
     """413 when Content-Length, or the bytes actually received, exceed ``max_bytes``."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = 32 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int = 32 * 1024 * 1024,
+        renderers: Mapping[str, ErrorRenderer] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.renderers = dict(renderers or {})  # a door's envelope by path prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,7 +58,7 @@ class BodySizeLimitMiddleware:
                 except ValueError:
                     declared = 0
                 if declared > self.max_bytes:
-                    await error_response(_too_large(self.max_bytes))(scope, receive, send)
+                    await self._refuse(scope, receive, send)
                     return
         received = 0
         started = False
@@ -75,7 +82,11 @@ class BodySizeLimitMiddleware:
             await self.app(scope, limited_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await error_response(_too_large(self.max_bytes))(scope, receive, send)
+                await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        render = renderer_for(scope.get("path", ""), self.renderers)
+        await render(_too_large(self.max_bytes))(scope, receive, send)
 
 
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1

@@ -15,6 +15,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
+import orjson
 
 from app.core.errors import (
     BadRequest,
@@ -82,7 +83,22 @@ def _clean_message(exc: BaseException) -> str:
     message = str(getattr(exc, "message", None) or exc)
     for _ in range(3):
         message = _PREFIX.sub("", message).strip()
-    return message or exc.__class__.__name__
+    return _json_error_message(message) or message or exc.__class__.__name__
+
+
+def _json_error_message(message: str) -> str | None:
+    """The provider's own message when litellm passes its JSON error body on as the text
+    (Anthropic's ``{"type": "error", "error": {"type", "message"}}``, OpenAI's ``{"error"}``)."""
+    if not message.startswith("{"):
+        return None
+    try:
+        body = orjson.loads(message)
+    except orjson.JSONDecodeError:
+        return None
+    inner = body.get("error") if isinstance(body, dict) else None
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        return str(inner["message"])
+    return None
 
 
 def _response_headers(exc: BaseException) -> Any:

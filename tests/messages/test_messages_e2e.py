@@ -24,6 +24,7 @@ pytestmark = pytest.mark.e2e
 
 CLAUDE = "claude-fake"
 CHAT_MODEL = "gpt-4o-mini"
+MAX_BODY = 300_000
 THINKING: Any = {"type": "enabled", "budget_tokens": 1024}
 TOOL: Any = {
     "name": "get_weather",
@@ -42,7 +43,7 @@ def server(
     yield from module_server(
         tmp_path_factory,
         fake_upstream_server,
-        {"CONTEXTGATE_CONFIG": str(config)},
+        {"CONTEXTGATE_CONFIG": str(config), "CONTEXTGATE_MAX_BODY_BYTES": str(MAX_BODY)},
         name="messages",
     )
 
@@ -244,6 +245,14 @@ def test_bad_input_is_refused_in_anthropics_envelope(
     )
     assert not_json.status_code == 400
     assert not_json.json()["type"] == "error"
+    huge = {
+        "model": CLAUDE,
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "x" * MAX_BODY}],
+    }
+    too_large = http.post("/v1/messages", json=huge)
+    assert too_large.status_code == 413
+    assert too_large.json()["error"]["type"] == "request_too_large"
     assert conversation_count(http) == before
     assert anthropic_calls(fake_upstream) == []
 
@@ -259,6 +268,7 @@ def test_upstream_errors_keep_the_envelope(
             model=CLAUDE, max_tokens=10, messages=[{"role": "user", "content": "x"}]
         )
     assert limited.value.body["type"] == "error"  # type: ignore[index]
+    assert limited.value.body["error"]["message"].endswith(": slow down")  # type: ignore[index]
     with pytest.raises(anthropic.APIStatusError) as failed:
         client.messages.create(
             model=CHAT_MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}]
