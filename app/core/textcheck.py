@@ -27,6 +27,10 @@ __all__ = ["RequestRejected", "TextCheckMiddleware", "bad_string", "find_bad_str
 # \u0000 or a \uD800-\uDFFF escape, in the raw JSON (escaped backslashes are sorted out later).
 _SUSPECT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 _BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
+# A JSON number of 19 digits or more may not fit the 64 bits orjson (and so every door's
+# serialization, hashing and storage) handles.
+_LONG_NUMBER = re.compile(rb"[0-9]{19,}")
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 
 
 class RequestRejected(HTTPException):
@@ -50,7 +54,8 @@ def bad_string(value: str) -> str | None:
 
 
 def find_bad_string(value: Any, path: str = "") -> tuple[str, str] | None:
-    """(the field's dotted path, why) of the first unusable string in a JSON value (keys too)."""
+    """(the field's dotted path, why) of the first unusable string (keys too) or integer
+    outside 64 bits in a JSON value."""
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         item, where = stack.pop()
@@ -58,6 +63,8 @@ def find_bad_string(value: Any, path: str = "") -> tuple[str, str] | None:
             reason = bad_string(item)
             if reason is not None:
                 return where, reason
+        elif isinstance(item, int) and not _INT_MIN <= item <= _INT_MAX:
+            return where, _OUT_OF_RANGE
         elif isinstance(item, dict):
             for key, child in reversed(item.items()):
                 child_path = f"{where}.{key}" if where else str(key)
@@ -73,15 +80,23 @@ def find_bad_string(value: Any, path: str = "") -> tuple[str, str] | None:
     return None
 
 
+_OUT_OF_RANGE = "is an integer outside the 64-bit range"
+
+
 def rejection(param: str, reason: str) -> BadRequest:
+    if reason == _OUT_OF_RANGE:
+        return BadRequest(
+            f"Invalid request at '{param}': {reason}.", param=param, code="integer_out_of_range"
+        )
     return BadRequest(
         f"Invalid request at '{param}': the string {reason}.", param=param, code="invalid_string"
     )
 
 
 def check_json_body(body: bytes) -> None:
-    """Raise ``RequestRejected`` when a JSON body holds a NUL or a lone surrogate."""
-    if not _SUSPECT.search(body):
+    """Raise ``RequestRejected`` when a JSON body holds a NUL, a lone surrogate or an integer
+    outside 64 bits."""
+    if not _SUSPECT.search(body) and not _LONG_NUMBER.search(body):
         return
     try:
         parsed = json.loads(body)

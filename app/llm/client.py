@@ -80,6 +80,21 @@ def _has_finish(chunk: dict[str, Any]) -> bool:
     )
 
 
+def _upstream_finished(stream: Any, seen_finish: bool) -> bool:
+    """Whether the upstream itself ended its stream properly: a finish reason or ``[DONE]``.
+
+    litellm's stream wrapper synthesizes a final chunk with finish_reason "stop" when the
+    provider's stream just ends; what the provider really sent is its ``received_finish_reason``.
+    """
+    if getattr(stream, "done", False):  # openai_compat.SSEStream saw [DONE]
+        return True
+    if hasattr(stream, "received_finish_reason"):
+        return bool(
+            stream.received_finish_reason or getattr(stream, "intermittent_finish_reason", None)
+        )
+    return seen_finish
+
+
 def incomplete_stream(model_name: str) -> UpstreamError:
     return UpstreamError(
         f"The upstream for model '{model_name}' ended its stream without a finish reason "
@@ -112,7 +127,7 @@ class StreamHandle:
             chunk = normalize_chunk(raw)
             finished = finished or _has_finish(chunk)
             yield chunk
-        if not finished and not getattr(self._rest, "done", False):
+        if not _upstream_finished(self._rest, finished):
             raise incomplete_stream(self.deployment.model_name)
 
     async def aclose(self) -> None:

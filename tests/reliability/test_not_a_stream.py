@@ -169,3 +169,31 @@ def test_the_openai_sdk_sees_an_error_not_an_empty_answer(
             "SELECT count(*) FROM messages WHERE role = 'assistant' AND status = 'complete'"
         ).fetchone()[0]
     assert complete == 0
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [{"end_early": True}, {"content_type": "text/html", "body": "<html><body>login</body></html>"}],
+)
+async def test_through_litellm_too(
+    client_for: Any, make_settings: Any, fake_upstream: FakeUpstream, fault: dict[str, Any]
+) -> None:
+    """litellm's stream wrapper adds a finish_reason "stop" of its own to a stream that just
+    ends: what counts is what the provider sent."""
+    client: httpx.AsyncClient = await client_for(make_settings(upstream_transport="litellm"))
+    body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "hi there"}]}
+    fake_upstream.faults("*", [fault])
+    response = await client.post("/v1/chat/completions", json=body)
+    failed = response.status_code != 200 or any(
+        isinstance(e, dict) and "error" in e for e in sse_events(response)
+    )
+    assert failed, response.text[-500:]
+    # A proper stream through litellm is still complete.
+    response = await client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    assert not [e for e in sse_events(response) if isinstance(e, dict) and "error" in e]
+    statuses = []
+    for conversation in (await client.get("/v1/conversations")).json()["data"]:
+        detail = (await client.get(f"/v1/conversations/{conversation['id']}")).json()
+        statuses += [m["status"] for m in detail["messages"] if m["role"] == "assistant"]
+    assert statuses.count("complete") == 1, statuses

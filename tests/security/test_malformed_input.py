@@ -159,3 +159,32 @@ async def test_uploads_and_escaped_text(client: httpx.AsyncClient) -> None:
         "/v1/attachments", content=literal, headers={"content-type": "application/json"}
     )
     assert response.status_code == 201, response.text
+
+
+async def test_integers_outside_64_bits_are_400_on_every_door(client: httpx.AsyncClient) -> None:
+    """A 20-digit number anywhere in a body (a tool input on /v1/messages, a chat extra) is the
+    client's 400, not a 500 from a serializer."""
+    big = 57525901118819988170283679744
+    anthropic = {
+        "model": MODEL,
+        "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {"n": big}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]},
+        ],
+    }
+    for path, body, param in (
+        ("/v1/messages", anthropic, "messages.1.content.0.input.n"),
+        ("/v1/chat/completions", _chat(metadata={"n": -big}), "metadata.n"),
+    ):
+        response = await client.post(path, json=body)
+        assert response.status_code == 400, (path, response.text)
+        assert "64-bit" in response.text
+        assert param in response.text
+    # 19-digit ids that fit, and long digit runs inside strings, are fine.
+    ok = _chat(metadata={"n": 2**63 - 1, "s": "1" * 40})
+    assert (await client.post("/v1/chat/completions", json=ok)).status_code == 200
