@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from app.cache.summary import CachedSummary, summary_key
 from app.context.artifacts import (
@@ -24,7 +24,12 @@ from app.context.artifacts import (
 from app.context.decision import PlanningThresholds, should_use_llm_planning
 from app.context.deterministic import deterministic_plan
 from app.context.executor import ExecutionLimits, ExecutionResult, execute_plan
-from app.context.metadata import ArtifactOutcome, ContextPlanningUsage, ContextUtilization
+from app.context.metadata import (
+    ArtifactOutcome,
+    ContextPlanningUsage,
+    ContextUtilization,
+    PlannerDecision,
+)
 from app.context.model_config import ModelConfig
 from app.context.placement import place_block, replace_tool_messages
 from app.context.planner import (
@@ -72,6 +77,7 @@ class EngineResult:
     goal: ContextGoal | None = None
     artifact_tokens: int = 0  # block + processed tool messages of the current turn
     notes: list[str] = field(default_factory=list)
+    decision: PlannerDecision | None = None
 
     def annotate(self, utilization: ContextUtilization) -> None:
         utilization.goal = self.goal
@@ -90,9 +96,13 @@ class EngineResult:
                 original_size_chars=o.artifact.size_chars,
                 processed_size_chars=len(o.text),
                 cache_hit=o.cache_hit,
+                title=o.artifact.title,
             )
             for o in execution.outcomes
         ]
+        if self.decision is not None:
+            self.decision.cost = self.planner_cost
+            utilization.planner_decision = self.decision
         cost = utilization.planning_cost
         cost.planner_cost += self.planner_cost
         cost.summarizer_cost += execution.summarizer_cost
@@ -104,6 +114,24 @@ class EngineResult:
         utilization.breakdown.artifacts += moved
         utilization.breakdown.current -= moved
         utilization.notes.extend(n for n in [*self.notes, *execution.notes] if n)
+
+
+def _decision_view(
+    planner: Literal["llm", "deterministic"],
+    reason: str,
+    plan: ArtifactPlan,
+    model: str | None = None,
+) -> PlannerDecision:
+    return PlannerDecision(
+        planner=planner,
+        reason=reason,
+        model=model,
+        reasoning=plan.reasoning[:2000],
+        decisions=[
+            d.model_dump(mode="json", exclude_defaults=True) | {"artifact_id": d.artifact_id}
+            for d in plan.artifacts
+        ],
+    )
 
 
 def model_config_for(state: AppState, request: ChatCompletionRequest) -> ModelConfig:
@@ -191,6 +219,7 @@ class _Engine:
             ),
         )
         result.strategy = "deterministic"
+        result.decision = _decision_view("deterministic", decision.reason, fallback)
         if not decision.use_llm:
             return fallback
         try:
@@ -204,6 +233,7 @@ class _Engine:
             return fallback
         result.strategy = "llm_planning"
         result.llm_planning_used = True
+        result.decision = _decision_view("llm", decision.reason, plan, self.models.planner)
         result.notes.extend(notes)
         return plan
 

@@ -18,6 +18,7 @@ __all__ = [
     "ContextPlanningUsage",
     "ContextUtilization",
     "CostInfo",
+    "PlannerDecision",
     "PlanningCost",
 ]
 
@@ -47,6 +48,8 @@ class ArtifactOutcome(BaseModel):
     original_size_chars: int
     processed_size_chars: int
     cache_hit: bool = False
+    # The document's title or the tool's name, for people reading the report (not in the contract).
+    title: str | None = None
 
 
 class PlanningCost(BaseModel):
@@ -115,6 +118,18 @@ class CacheStats(BaseModel):
     cleared_now: list[ClearedToolResult] = Field(default_factory=list)
 
 
+class PlannerDecision(BaseModel):
+    """Why the artifacts were decided as they were: the planner model's plan, or the rule
+    that chose the deterministic plan."""
+
+    planner: Literal["llm", "deterministic"]
+    reason: str  # the planning rule that fired (app/context/decision.py)
+    model: str | None = None  # the planner model, when it was asked
+    reasoning: str = ""  # the plan's own reasoning
+    decisions: list[dict[str, Any]] = Field(default_factory=list)  # artifact_id, strategy, …
+    cost: float = 0.0
+
+
 class ContextUtilization(BaseModel):
     model_name: str
     strategy: str = "simple"
@@ -125,6 +140,8 @@ class ContextUtilization(BaseModel):
     breakdown: ContextBreakdown = Field(default_factory=ContextBreakdown)
     artifacts_processed: list[ArtifactOutcome] = Field(default_factory=list)
     llm_planning_used: bool = False
+    # None when the request had no artifacts to decide about.
+    planner_decision: PlannerDecision | None = None
     planning_cost: PlanningCost = Field(default_factory=PlanningCost)
     planning_usage: ContextPlanningUsage = Field(default_factory=ContextPlanningUsage)
     goal: ContextGoal | None = None

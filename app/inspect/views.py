@@ -105,6 +105,8 @@ class RequestView:
     compaction: dict[str, Any] | None
     memories_injected: list[dict[str, Any]]
     notes: list[str]
+    # The planner's decision (planner, reason, model, reasoning, decisions, cost), if any.
+    planner_decision: dict[str, Any] | None = None
     # Width of this request's bar relative to the largest request of its conversation.
     bar_percent: float = 100.0
 
@@ -259,7 +261,20 @@ def request_view(row: RequestLog) -> RequestView:
         compaction=utilization.get("compaction") or None,
         memories_injected=list(utilization.get("memories_injected") or []),
         notes=[str(note) for note in utilization.get("notes") or []],
+        planner_decision=_planner_decision(utilization, artifacts),
     )
+
+
+def _planner_decision(utilization: dict[str, Any], artifacts: list[Any]) -> dict[str, Any] | None:
+    """The stored decision, its artifact ids shown by title where the report has one."""
+    decision = utilization.get("planner_decision")
+    if not isinstance(decision, dict):
+        return None
+    titles = {a.get("artifact_id"): a.get("title") for a in artifacts if isinstance(a, dict)}
+    rows = [d for d in decision.get("decisions") or [] if isinstance(d, dict)]
+    for row in rows:
+        row["title"] = titles.get(row.get("artifact_id")) or row.get("artifact_id")
+    return {**decision, "decisions": rows}
 
 
 def scale_bars(requests: list[RequestView]) -> None:
