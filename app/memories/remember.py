@@ -3,7 +3,8 @@
 When a request's extraction mode is ``llm_triggered`` (and it names a ``user``), contextgate
 adds a ``remember`` tool to the upstream call. The model's calls to it are handled here: the
 memory is stored, the call and its result are appended, and the upstream call continues (at
-most ``CONTEXTGATE_REMEMBER_MAX_ROUNDS`` rounds; the last round goes without the tool). The
+most ``CONTEXTGATE_REMEMBER_MAX_ROUNDS`` rounds; calls in the last one are stored and the answer
+ends there). The tool stays offered in every round (history with its calls needs it). The
 client never sees the tool, its calls or their results; the usage and cost it gets cover every
 round. Calls to the client's own tools pass through with their indexes renumbered.
 
@@ -170,8 +171,8 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
     prompt_cost = completion_cost = 0.0
     said: list[str] = []
     completion: Completion | None = None
+    params = _params(prepared, with_tool=True)
     for round_ in range(rounds + 1):
-        params = _params(prepared, with_tool=round_ < rounds)
         completion = await state.llm.complete(
             request.model, messages, params, headers=prepared.upstream_headers
         )
@@ -190,6 +191,10 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
         others = [c for c in calls if not _is_mine(c)]
         if others:  # the client's own tools are called too: it gets those, and only those
             message["tool_calls"] = others
+            break
+        if round_ == rounds:  # out of rounds: stored, but the answer ends here
+            message.pop("tool_calls", None)
+            choices[0]["finish_reason"] = "stop"
             break
         said.append(message.get("content") or "")
         messages += _continuation(message.get("content"), mine, results)
@@ -291,7 +296,7 @@ class RememberStream(StreamHandle):
                     yield out
                 break
             self.messages += _continuation("".join(this.content) or None, mine, results)
-            params = _params(self.prepared, with_tool=round_ + 1 < rounds)
+            params = _params(self.prepared, with_tool=True)  # its calls stay hidden to the end
             self.current = await self.state.llm.stream(
                 request.model, self.messages, params, headers=self.prepared.upstream_headers
             )

@@ -221,3 +221,32 @@ async def test_llm_triggered_streaming_hides_the_tool_round(
     metadata = chunks[-1]
     assert metadata["context_utilization"]["memories_remembered"]
     assert len(upstream_chats(fake_upstream)) == 2
+
+
+async def test_llm_triggered_stops_after_the_last_round_without_leaking_the_tool(
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+) -> None:
+    client = await client_for(make_settings(remember_max_rounds=1))
+    fake_upstream.script(
+        "fake-model",
+        [
+            {"tool_calls": [remember_call("Speaks Finnish")]},
+            {"content": "Selvä.", "tool_calls": [remember_call("Lives in Turku")]},
+        ],
+    )
+    result = await chat(
+        client, "I speak Finnish and live in Turku.", user="ola",
+        context={"memory_extraction": "llm_triggered"},
+    )  # fmt: skip
+    choice = result["choices"][0]
+    assert choice["message"]["content"] == "Selvä."
+    assert not choice["message"].get("tool_calls")
+    assert choice["finish_reason"] == "stop"
+    assert await contents(client, "ola") == ["Lives in Turku", "Speaks Finnish"]
+    assert len(upstream_chats(fake_upstream)) == 2  # one extra round at most
+    assert all(
+        [t["function"]["name"] for t in call["tools"]] == ["remember"]
+        for call in upstream_chats(fake_upstream)
+    )
