@@ -124,3 +124,17 @@ def test_claude_code_tool_loop_with_thinking(
         f"{server.base_url}/conversations/{conversation['id']}", headers=headers, timeout=10
     ).json()["messages"]
     assert [m["role"] for m in messages][-4:] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_keys_by_x_api_key_or_bearer(server: ContextgateServer) -> None:
+    """The same server, without Claude Code: both ways of sending a key, and 401 in
+    Anthropic's envelope."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    url = f"{server.base_url}/messages/count_tokens"
+    for headers in ({"x-api-key": MASTER_KEY}, {"Authorization": f"Bearer {MASTER_KEY}"}):
+        assert httpx.post(url, json=body, headers=headers, timeout=10).status_code == 200
+    for headers in ({}, {"x-api-key": "sk-wrong"}):
+        refused = httpx.post(url, json=body, headers=headers, timeout=10)
+        assert refused.status_code == 401
+        assert refused.json()["type"] == "error"
+        assert refused.json()["error"]["type"] == "authentication_error"
