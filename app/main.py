@@ -95,6 +95,7 @@ def build_state(settings: Settings) -> AppState:
     )
     redis = build_redis(settings)
     keys = build_key_service(settings, database)
+    helpers = HelperModels.check(settings, router)
     return AppState(
         settings=settings,
         database=database,
@@ -107,8 +108,9 @@ def build_state(settings: Settings) -> AppState:
         redis=redis,
         key_resolver=keys.resolve if keys is not None else None,
         summary_cache=build_summary_cache(settings),
-        helpers=HelperModels.check(settings, router),
-        embedder=build_embedder(settings, llm),
+        helpers=helpers,
+        # An embedding model without a route: the embedded embedder instead (helpers says so).
+        embedder=build_embedder(settings, llm, embedding_model=helpers.embedding),
     )
 
 

@@ -175,15 +175,25 @@ class LiteLLMEmbedder:
         return rows
 
 
-def build_embedder(settings: Settings, llm: LLMClient) -> Embedder | None:
-    """The configured embedder (not loaded yet: ``EmbeddedEmbedder.load`` does that)."""
+_AS_SET = object()
+
+
+def build_embedder(
+    settings: Settings, llm: LLMClient, *, embedding_model: str | None | object = _AS_SET
+) -> Embedder | None:
+    """The configured embedder (not loaded yet: ``EmbeddedEmbedder.load`` does that).
+
+    ``embedding_model``: the routed model to use instead of the setting; None falls back to
+    the embedded one (what ``app.llm.reach.HelperModels`` gives for a model with no route).
+    """
     if settings.embedder == "bm25":
         return None
     chosen = settings.memory_min_similarity
-    if settings.embedding_model:
+    model = settings.embedding_model if embedding_model is _AS_SET else embedding_model
+    if isinstance(model, str) and model:
         return LiteLLMEmbedder(
             llm,
-            settings.embedding_model,
+            model,
             timeout_s=settings.summarizer_timeout_s,
             min_similarity=LITELLM_MIN_SIMILARITY if chosen is None else chosen,
         )

@@ -26,6 +26,7 @@ from app.context.cache_hints import (
 from app.context.cache_policy import CachePolicy, CacheState, cache_policy
 from app.context.engine import apply_context_engine
 from app.context.metadata import ContextUtilization, CostInfo
+from app.context.tokens import REPLY_PRIMER
 from app.conversations.fingerprint import content_hash
 from app.conversations.history import load_history_window
 from app.conversations.messages import ConversationMessage
@@ -88,7 +89,8 @@ async def _passthrough(state: AppState, context: TurnContext) -> Prepared:
         tokens_used=tokens,
         messages_included=len(messages),
     )
-    utilization.breakdown.current = tokens
+    utilization.breakdown.current = tokens - REPLY_PRIMER
+    utilization.breakdown.overhead = REPLY_PRIMER
     return Prepared(
         request,
         context.caller,

@@ -107,3 +107,25 @@ async def test_retried_errors_tell_the_sdk_not_to_retry_again(
     response = await once.post("/v1/chat/completions", json=_chat("gpt-4o-mini"))
     assert response.status_code == 502
     assert "x-should-retry" not in response.headers  # not retried here: the SDK may
+
+
+async def test_unroutable_embedding_model_falls_back_to_the_embedded_embedder(
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+    tmp_path: Path,
+) -> None:
+    from app.memories.embedder import EmbeddedEmbedder
+
+    config = fake_model_list(tmp_path, fake_upstream, names=("fake-model",))
+    settings = make_settings(upstream_base_url=None, config=config, embedding_model="nope-embed")
+    client = await client_for(settings)
+    state = client._transport.app.state.contextgate  # type: ignore[attr-defined]
+    assert state.helpers.embedding is None
+    assert isinstance(state.embedder, EmbeddedEmbedder)
+    response = await client.post("/v1/chat/completions", json=_chat("fake-model"))
+    assert response.status_code == 200, response.text
+    notes = response.json()["context_utilization"]["notes"]
+    assert "embedding model 'nope-embed' has no route here; the embedded embedder used instead" in (
+        notes
+    )

@@ -57,3 +57,19 @@ async def test_static_files_are_counted_under_their_route(client: httpx.AsyncCli
     for route, added in (("/ui/static/{path}", 1), ("unmatched", 0)):
         name = "contextgate_http_requests_total"
         assert value(after, name, route=route) - value(before, name, route=route) == added
+
+
+async def test_passthrough_breakdown_adds_up_too(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "user", "content": "Straight through, please."}],
+            "context": {"enabled": False},
+        },
+    )
+    assert response.status_code == 200, response.text
+    utilization = response.json()["context_utilization"]
+    assert utilization["strategy"] == "passthrough"
+    assert utilization["breakdown"]["overhead"] == 3
+    assert utilization["tokens_used"] == _parts(utilization)
