@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# OpenAI's limits: at most 2048 inputs per request; token ids are vocabulary indexes.
+Token = Annotated[int, Field(ge=0, le=2**31 - 1)]
 
 __all__ = ["EmbeddingsRequest"]
 
@@ -13,9 +16,14 @@ class EmbeddingsRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1)
-    input: str | list[str] | list[int] | list[list[int]]
+    input: (
+        str
+        | Annotated[list[str], Field(max_length=2048)]
+        | Annotated[list[Token], Field(max_length=2048)]
+        | Annotated[list[list[Token]], Field(max_length=2048)]
+    )
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(default=None, ge=1)
+    dimensions: int | None = Field(default=None, ge=1, le=16384)
     user: str | None = None
 
     def has_input(self) -> bool:

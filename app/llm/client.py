@@ -261,17 +261,27 @@ class LLMClient:
         self, model_name: str, input: Any, params: dict[str, Any]
     ) -> tuple[dict[str, Any], float]:
         """``POST /v1/embeddings`` passed through: OpenAI's response (float vectors) and its
-        cost in USD; routing, retries and fallbacks as for completions."""
+        cost in USD; routing, retries and fallbacks as for completions. A plain
+        OpenAI-compatible deployment is called directly, like chat (litellm not imported)."""
 
         async def call(deployment: Deployment) -> tuple[dict[str, Any], float]:
-            kwargs = {**strip_control_params(params), **deployment.params}
-            kwargs.update(
-                timeout=self.timeout_s, num_retries=0, max_retries=0, encoding_format="float"
-            )
-            raw = await _litellm().aembedding(model=deployment.litellm_model, input=input, **kwargs)
+            raw: Any
+            if self.transport is not None and is_direct(deployment):
+                body = {**strip_control_params(params), "input": input, "encoding_format": "float"}
+                raw = await self.transport.embeddings(
+                    deployment, body, self._timeout(deployment, None)
+                )
+                tokens = int((raw.get("usage") or {}).get("prompt_tokens") or 0)
+            else:
+                kwargs = {**strip_control_params(params), **deployment.params}
+                kwargs.update(
+                    timeout=self.timeout_s, num_retries=0, max_retries=0, encoding_format="float"
+                )
+                raw = await _litellm().aembedding(
+                    model=deployment.litellm_model, input=input, **kwargs
+                )
+                tokens = int(getattr(getattr(raw, "usage", None), "prompt_tokens", 0) or 0)
             data = sorted(raw["data"], key=lambda item: item["index"])
-            usage = getattr(raw, "usage", None)
-            tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
             response = {
                 "object": "list",
                 "data": [

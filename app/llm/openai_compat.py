@@ -146,6 +146,11 @@ class OpenAICompatTransport:
         else:
             body.pop("stream", None)
             body.pop("stream_options", None)
+        return self._post(deployment, "/chat/completions", body, timeout)
+
+    def _post(
+        self, deployment: Deployment, path: str, body: dict[str, Any], timeout: httpx.Timeout
+    ) -> httpx.Request:
         headers = httpx.Headers(_HEADERS)
         api_key = deployment.params.get("api_key")
         if api_key:
@@ -155,7 +160,7 @@ class OpenAICompatTransport:
             headers["openai-organization"] = str(organization)
         # Configured headers win, whatever their case (an `Authorization` replaces the key's).
         headers.update(deployment.params.get("extra_headers") or {})
-        url = str(deployment.params["api_base"]).rstrip("/") + "/chat/completions"
+        url = str(deployment.params["api_base"]).rstrip("/") + path
         return httpx.Request(
             "POST",
             url,
@@ -183,6 +188,26 @@ class OpenAICompatTransport:
                 502, "the upstream answered with something that is not JSON"
             ) from None
         if not isinstance(data, dict) or "choices" not in data:
+            raise UpstreamHTTPError(502, data if isinstance(data, dict) else str(data)[:2000])
+        return data
+
+    async def embeddings(
+        self, deployment: Deployment, body: dict[str, Any], timeout: httpx.Timeout
+    ) -> dict[str, Any]:
+        """``POST /embeddings`` on the deployment's api_base: OpenAI's answer as it is."""
+        body = {**body, "model": deployment.litellm_model.removeprefix("openai/")}
+        response = await self._send(
+            self._post(deployment, "/embeddings", body, timeout), stream=False
+        )
+        if response.status_code >= 400:
+            raise _error_from(response, response.content)
+        try:
+            data = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            raise UpstreamHTTPError(
+                502, "the upstream answered with something that is not JSON"
+            ) from None
+        if not isinstance(data, dict) or not isinstance(data.get("data"), list):
             raise UpstreamHTTPError(502, data if isinstance(data, dict) else str(data)[:2000])
         return data
 
