@@ -41,9 +41,9 @@ __all__ = ["Instance", "load_instances", "main"]
 @dataclass(slots=True)
 class Instance:
     id: str
-    kind: str  # question type (LongMemEval) or category (LoCoMo)
     sessions: list[tuple[str, list[dict[str, str]]]]  # (date, [{role, content}])
-    questions: list[tuple[str, str, str]]  # (question, gold answer, date)
+    # (question, gold answer, date, kind: question type (LongMemEval) or category (LoCoMo))
+    questions: list[tuple[str, str, str, str]]
 
 
 def _longmemeval(items: list[dict[str, Any]]) -> Iterator[Instance]:
@@ -53,12 +53,13 @@ def _longmemeval(items: list[dict[str, Any]]) -> Iterator[Instance]:
             (str(date), [{"role": t["role"], "content": str(t["content"])} for t in turns])
             for date, turns in zip(dates, item["haystack_sessions"], strict=False)
         ]
-        yield Instance(
-            str(item["question_id"]),
+        question = (
+            str(item["question"]),
+            str(item["answer"]),
+            str(item.get("question_date", "")),
             str(item.get("question_type", "all")),
-            sessions,
-            [(str(item["question"]), str(item["answer"]), str(item.get("question_date", "")))],
         )
+        yield Instance(str(item["question_id"]), sessions, [question])
 
 
 def _locomo(items: list[dict[str, Any]]) -> Iterator[Instance]:
@@ -78,15 +79,16 @@ def _locomo(items: list[dict[str, Any]]) -> Iterator[Instance]:
                 for turn in talk[f"session_{n}"]
             ]
             sessions.append((str(talk.get(f"session_{n}_date_time", "")), turns))
-        for category in sorted({str(q.get("category", "all")) for q in item["qa"]}):
-            questions = [
-                (str(q["question"]), str(q.get("answer", q.get("adversarial_answer", ""))), "")
-                for q in item["qa"]
-                if str(q.get("category", "all")) == category
-            ]
-            yield Instance(
-                f"{item.get('sample_id', 'locomo')}-c{category}", category, sessions, questions
+        questions = [
+            (
+                str(q["question"]),
+                str(q.get("answer", q.get("adversarial_answer", ""))),
+                "",
+                f"category {q.get('category', 'all')}",
             )
+            for q in item["qa"]
+        ]
+        yield Instance(str(item.get("sample_id", "locomo")), sessions, questions)
 
 
 def load_instances(path: Path, data_format: str) -> list[Instance]:
@@ -160,7 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, list[bool]]:
             conversation_id = (
                 reply.model_extra.get("conversation_id") if reply.model_extra else None
             )
-        for question, gold, date in instance.questions:
+        for question, gold, date, kind in instance.questions:
             text = f"[today: {date}] {question}" if date else question
             body = {"context": context, "conversation_id": conversation_id}
             reply = client.chat.completions.create(
@@ -174,14 +176,14 @@ def run(args: argparse.Namespace) -> dict[str, list[bool]]:
                 correct = _judge(client, args.judge_model, question, gold, answer)
             else:
                 correct = _normalize(gold) in _normalize(answer)
-            scores[instance.kind].append(correct)
+            scores[kind].append(correct)
             utilization = (reply.model_extra or {}).get("context_utilization", {})
             if out:
                 out.write(
                     json.dumps(
                         {
                             "id": instance.id,
-                            "kind": instance.kind,
+                            "kind": kind,
                             "question": question,
                             "gold": gold,
                             "answer": answer,

@@ -59,6 +59,7 @@ RRF_K = 5
 # incidental shared words and only add noise to paraphrased questions (bench/README.md).
 LEXICAL_STRONG = 2.0
 LEXICAL_COVERAGE = 0.6
+_COVERAGE_CHECKED = 64
 # At most this many missing vectors are computed per request (the rest wait their turn).
 _LAZY_LIMIT = 4096
 
@@ -120,7 +121,12 @@ class LexicalIndex:
         terms = set(_tokenize([query])[0])
         if not terms:
             return strong
-        for i in np.flatnonzero((raw > 0) & ~strong):
+        weaker = np.flatnonzero((raw > 0) & ~strong)
+        if weaker.size > _COVERAGE_CHECKED:  # only the best BM25 matches can cover the query
+            weaker = weaker[
+                np.argpartition(-raw[weaker], _COVERAGE_CHECKED - 1)[:_COVERAGE_CHECKED]
+            ]
+        for i in weaker:
             strong[i] = len(terms & self._terms[i]) / len(terms) >= LEXICAL_COVERAGE
         return strong
 

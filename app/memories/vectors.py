@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -54,24 +54,28 @@ def _spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
 def save_memory_vectors(
     state: AppState, tenant_id: str, model: str, vectors: Sequence[tuple[str, np.ndarray]]
 ) -> None:
-    """Write computed memory vectors back, in the background (``updated_at`` untouched)."""
+    """Write computed memory vectors back, in the background (``updated_at`` untouched): one
+    executemany of one statement, the vectors as JSON lists (``tolist`` in C)."""
     if not vectors:
         return
-    rows = [
-        {"id": memory_id, "embedding": [round(float(x), 6) for x in vector]}
-        for memory_id, vector in vectors
-    ]
+    ids = [memory_id for memory_id, _ in vectors]
+    matrix = np.stack([vector for _, vector in vectors]).astype(np.float32)
 
     async def save() -> None:
+        rows = [
+            {"b_id": memory_id, "b_embedding": row}
+            for memory_id, row in zip(ids, matrix.tolist(), strict=True)
+        ]
+        statement = (
+            update(Memory)
+            .where(Memory.id == bindparam("b_id"), Memory.tenant_id == tenant_id)
+            .values(embedding=bindparam("b_embedding"), embedding_model=model)
+            .execution_options(synchronize_session=False)
+        )
         try:
             async with state.database.writing() as session:
-                for row in rows:
-                    await session.execute(
-                        update(Memory)
-                        .where(Memory.id == row["id"], Memory.tenant_id == tenant_id)
-                        .values(embedding=row["embedding"], embedding_model=model)
-                        .execution_options(synchronize_session=False)
-                    )
+                connection = await session.connection()
+                await connection.execute(statement, rows)
         except Exception:
             logger.warning("saving memory vectors failed", exc_info=True)
 

@@ -17,6 +17,8 @@ class Memory(Base):
     __table_args__ = (
         Index("ix_memories_tenant_user", "tenant_id", "user_id", "superseded_by"),
         Index("ix_memories_tenant_user_key", "tenant_id", "user_id", "key"),
+        # Covers the retrieval cache's (count, latest update) signature: rows carry vectors.
+        Index("ix_memories_signature", "tenant_id", "user_id", "superseded_by", "updated_at"),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True, default=lambda: new_id("mem"))
