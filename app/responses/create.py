@@ -124,7 +124,11 @@ class NewResponse:
                 "output": self.output,
                 "usage": response_usage(usage),
                 "input_items": input_items(self.body),
-                "echo": self.echo,
+                # Kept beside the echo so that GET answers the request's report too.
+                "echo": {
+                    **self.echo,
+                    "context_utilization": prepared.utilization.model_dump(mode="json"),
+                },
                 "incomplete_reason": None,
                 "created_at": utcnow(),
             },

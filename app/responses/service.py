@@ -80,14 +80,16 @@ class ResponseService:
                 raise _not_found(response_id)
             await repository.delete(session, record)
 
-    def to_object(self, record: ResponseRecord, utilization: Any = None) -> dict[str, Any]:
+    def to_object(self, record: ResponseRecord) -> dict[str, Any]:
+        echo = dict(record.echo)
+        utilization = echo.pop("context_utilization", None)
         created = record.created_at
         if created.tzinfo is None:  # SQLite hands back naive UTC datetimes
             created = created.replace(tzinfo=UTC)
         return response_object(
             response_id=record.id,
             created_at=int(created.timestamp()),
-            echo=record.echo,
+            echo=echo,
             status=record.status,  # type: ignore[arg-type]
             output=record.output,
             usage=record.usage,

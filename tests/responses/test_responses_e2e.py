@@ -142,6 +142,7 @@ def test_stream_is_openais_typed_events(sdk: openai.OpenAI) -> None:
     # Stored with the turn: readable at once, with the same output item ids.
     again = sdk.responses.retrieve(final.id)
     assert again.output_text == final.output_text
+    assert extra(again)["context_utilization"] == extra(final)["context_utilization"]
     assert [item.id for item in again.output] == [item.id for item in final.output]  # type: ignore[union-attr]
 
 
