@@ -80,7 +80,7 @@ def list_conversations(
             str(row.total_tokens),
             str(row.requests),
             _money(row.cost),
-            row.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
+            row.updated_at.strftime("%Y-%m-%d %H:%M:%S UTC"),
         )
     out.print(table)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -21,8 +21,8 @@ WIDE_COLUMNS = 120
 
 
 def _default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
+    if isinstance(value, datetime):  # stored in UTC; SQLite gives them back without a zone
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     raise TypeError(type(value).__name__)
@@ -30,7 +30,9 @@ def _default(value: Any) -> Any:
 
 def as_json(value: Any) -> str:
     """Dataclasses (and lists of them) as indented JSON; timestamps in ISO 8601."""
-    return orjson.dumps(value, default=_default, option=orjson.OPT_INDENT_2).decode()
+    # Timestamps are stored in UTC; SQLite gives them back without a zone (OPT_NAIVE_UTC).
+    option = orjson.OPT_INDENT_2 | orjson.OPT_NAIVE_UTC
+    return orjson.dumps(value, default=_default, option=option).decode()
 
 
 def list_lines(rows: list[ConversationRow]) -> Iterator[str]:
@@ -40,7 +42,7 @@ def list_lines(rows: list[ConversationRow]) -> Iterator[str]:
         yield f"{row.id}  {row.model or '?'}  tenant {row.tenant_id}"
         yield (
             f"  messages {row.message_count}  tokens {row.total_tokens}  requests "
-            f"{row.requests}  ${row.cost:.6f}  {row.updated_at:%Y-%m-%d %H:%M}"
+            f"{row.requests}  ${row.cost:.6f}  {row.updated_at:%Y-%m-%d %H:%M} UTC"
         )
 
 

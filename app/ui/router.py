@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["money"] = lambda value: f"${float(value or 0):.6f}"
 templates.env.filters["when"] = lambda value: (
-    value.strftime("%Y-%m-%d %H:%M:%S") if hasattr(value, "strftime") else str(value or "")
+    value.strftime("%Y-%m-%d %H:%M:%S UTC") if hasattr(value, "strftime") else str(value or "")
 )
 templates.env.globals["PARTS"] = PARTS
 
