@@ -247,6 +247,7 @@ async def engine_time(
 ) -> dict[str, float]:  # fmt: skip
     """Median ms of apply_context_engine alone (no HTTP, no storage), planner on or off."""
     from app.attachments.service import attachment_service
+    from app.context.budget import TokenBudget
     from app.context.engine import apply_context_engine
     from app.conversations.history import HistoryWindow
     from app.conversations.messages import ConversationMessage
@@ -271,7 +272,8 @@ async def engine_time(
         window = HistoryWindow(current=[ConversationMessage(**message, token_count=count)])
         started = time.perf_counter()
         artifacts = await attachment_service.artifacts(None, "bench", request.attachments)
-        result = await apply_context_engine(state, request, "bench", window, BUDGET, artifacts)
+        budget = TokenBudget(BUDGET, current=count)
+        result = await apply_context_engine(state, request, "bench", window, budget, artifacts)
         times.append((time.perf_counter() - started) * 1000)
         costs.append(result.planner_cost)
     return {"ms": statistics.median(times), "planner_cost": statistics.mean(costs)}

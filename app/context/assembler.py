@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.context.budget import TokenBudget
 from app.context.cache_fit import CacheFit, cache_fit
 from app.context.cache_policy import CachePolicy, CacheState
 from app.context.fit import fit_history
@@ -32,7 +33,7 @@ class CacheInput:
 @dataclass(slots=True)
 class AssemblyInput:
     model: str
-    budget: int
+    budget: TokenBudget
     system: list[ConversationMessage]
     history: list[ConversationMessage]
     current: list[ConversationMessage]
@@ -51,14 +52,14 @@ class AssembledContext:
     prefix_count: int = 0  # leading messages that stay the same until the next cut
 
 
-def _fit_with_cache(spec: AssemblyInput, cache: CacheInput, fixed: int) -> CacheFit:
+def _fit_with_cache(spec: AssemblyInput, cache: CacheInput) -> CacheFit:
     return cache_fit(
         spec.history,
         state=cache.state,
         region_first=cache.region_first,
         end_sequence=cache.current_first,
-        budget=spec.budget,
-        fixed=fixed,
+        budget=spec.budget.usable,
+        fixed=spec.budget.fixed,
         newer_tool_results=sum(1 for m in spec.current if m.role == "tool"),
         policy=cache.policy,
         count=cache.count,
@@ -66,19 +67,18 @@ def _fit_with_cache(spec: AssemblyInput, cache: CacheInput, fixed: int) -> Cache
 
 
 def assemble(spec: AssemblyInput) -> AssembledContext:
-    system_tokens = sum(m.token_count for m in spec.system)
-    current_tokens = sum(m.token_count for m in spec.current)
-    fixed = REPLY_PRIMER + system_tokens + current_tokens
-    if fixed > spec.budget:
+    budget = spec.budget
+    system_tokens, current_tokens, fixed = budget.system, budget.current, budget.fixed
+    if fixed > budget.usable:
         raise ContextLengthExceeded(
             f"The system prompt and the newest message need {fixed} tokens, more than the "
-            f"input budget of {spec.budget} tokens for model '{spec.model}'. Shorten the "
+            f"input budget of {budget.usable} tokens for model '{spec.model}'. Shorten the "
             "message or raise context.max_input_tokens.",
             param="messages",
         )
     cached: CacheFit | None = None
     if spec.cache is not None:
-        cached = _fit_with_cache(spec, spec.cache, fixed)
+        cached = _fit_with_cache(spec, spec.cache)
         kept, history_tokens = cached.kept, cached.tokens
         excluded = spec.region_count - len(kept)
     else:
@@ -87,7 +87,7 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
             region_start=spec.region_start,
             region_end=spec.region_end,
             region_count=spec.region_count,
-            available=spec.budget - fixed,
+            available=budget.history_room,
             chunk_tokens=spec.chunk_tokens,
         )
         kept, history_tokens, excluded = fit.kept, fit.tokens, fit.excluded_count
@@ -95,7 +95,7 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
     utilization = ContextUtilization(
         model_name=spec.model,
         strategy="simple",
-        max_input_tokens=spec.budget,
+        max_input_tokens=budget.usable,
         tokens_used=fixed + history_tokens,
         messages_included=len(sent),
         messages_excluded=excluded,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BudgetPolicy", "input_budget"]
+from app.context.tokens import REPLY_PRIMER
+
+__all__ = ["BudgetPolicy", "TokenBudget", "input_budget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +35,36 @@ def input_budget(
     reserve = min(reserve, window // 2)
     margin = int(window * policy.safety_margin_ratio)
     return max(1, window - reserve - margin)
+
+
+@dataclass(slots=True)
+class TokenBudget:
+    """A request's input budget and what is spoken for, counted once and passed along.
+
+    ``total`` is what ``input_budget`` allows. ``system`` and ``current`` (the current turn, from
+    the newest user message on) are counted once when the turn is measured; the context engine
+    updates ``current`` when it rewrites the turn (processed tool results, the context block);
+    memory reserves the bundle and injected memories. Every stage reads what it may use from
+    here instead of recounting: ``history_room`` for the history (and artifacts) and
+    ``fixed`` for what is always sent.
+    """
+
+    total: int
+    system: int = 0
+    current: int = 0
+    memory: int = 0
+
+    @property
+    def fixed(self) -> int:
+        """Always sent: the reply primer, the system prompt and the current turn."""
+        return REPLY_PRIMER + self.system + self.current
+
+    @property
+    def usable(self) -> int:
+        """The budget once memory (bundle, injected memories) has taken its part."""
+        return self.total - self.memory
+
+    @property
+    def history_room(self) -> int:
+        """What the history may take once everything always sent is counted."""
+        return self.usable - self.fixed

@@ -21,6 +21,7 @@ from app.context.artifacts import (
     current_tool_artifacts,
     historical_tool_artifacts,
 )
+from app.context.budget import TokenBudget
 from app.context.decision import PlanningThresholds, should_use_llm_planning
 from app.context.deterministic import deterministic_plan
 from app.context.executor import ExecutionLimits, ExecutionResult, execute_plan
@@ -39,7 +40,7 @@ from app.context.planner import (
     validate_plan,
 )
 from app.context.render import BLOCK_CLOSE, BLOCK_OPEN, context_block, render_piece
-from app.context.tokens import REPLY_PRIMER, text_of
+from app.context.tokens import text_of
 from app.conversations.messages import ConversationMessage
 from app.core.delimiters import tag_block
 from app.core.errors import ContextGateError
@@ -180,14 +181,12 @@ class _Engine:
         return encoding.decode(ids[:tokens])
 
     def room(
-        self, window_system: int, current: list[ConversationMessage],
-        history: list[ConversationMessage], context: Context, budget: int,
-    ) -> int:  # fmt: skip
+        self, history: list[ConversationMessage], context: Context, budget: TokenBudget
+    ) -> int:
         """Tokens the artifacts may take: budget − system − current turn − history needs."""
         current_content = sum(a.tokens for a in context.tool_results)
         history_content = sum(a.tokens for a in context.historical_tool_results)
-        fixed = REPLY_PRIMER + window_system + sum(m.token_count for m in current)
-        available = budget - (fixed - current_content)
+        available = budget.usable - (budget.fixed - current_content)
         history_needs = sum(m.token_count for m in history) - history_content
         share = int(max(0, available) * self.settings.artifact_min_share)
         room = max(available - history_needs, share)
@@ -318,12 +317,13 @@ async def apply_context_engine(
     request: ChatCompletionRequest,
     tenant_id: str,
     window: HistoryWindow,
-    budget: int,
+    budget: TokenBudget,
     attachments: list[Artifact],
     *,
     historical_turns: int | None = None,
 ) -> EngineResult:
-    """Process the request's artifacts within the budget and rewrite ``window`` in place.
+    """Process the request's artifacts within the budget and rewrite ``window`` in place
+    (``budget.current`` follows the rewritten turn).
 
     ``historical_turns``: how many past turns' tool results may be reprocessed (default: the
     setting; 0 under the cache-aware fit, which keeps history byte-stable instead).
@@ -349,7 +349,7 @@ async def apply_context_engine(
     await state.tokens.precount([*(a.content for a in artifacts), *full], request.model)
     for artifact in artifacts:
         artifact.tokens = engine.count(artifact.content)
-    room = engine.room(window.system_tokens, window.current, window.history, context, budget)
+    room = engine.room(window.history, context, budget)
     question = _question(window.current) or _question(window.history)
     plan = await engine.plan(artifacts, question, room, result)
     execution = await execute_plan(
@@ -391,4 +391,5 @@ async def apply_context_engine(
             window.current, block, state.tokens, request.model
         )
     result.artifact_tokens = current_tokens + block_tokens
+    budget.current = window.current_tokens  # the rewritten turn is what will be sent
     return result

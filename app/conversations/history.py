@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.context.budget import TokenBudget
 from app.context.cache_policy import CacheState
 from app.context.fit import history_cut
-from app.context.tokens import REPLY_PRIMER
 from app.conversations.messages import (
     ConversationMessage,
     attach_reasoning_steps,
@@ -22,7 +22,7 @@ from app.conversations.messages import (
 from app.conversations.repository import conversation_repository as repository
 from app.conversations.service import ResolvedConversation
 
-__all__ = ["HistoryWindow", "load_history_window"]
+__all__ = ["HistoryWindow", "TurnShape", "load_history_window", "measure_turn"]
 
 _SYSTEM_ROLES = ("system", "developer")
 
@@ -60,30 +60,19 @@ def _number_new(resolved: ResolvedConversation, new: list[ConversationMessage]) 
         position += message.token_count
 
 
-async def load_history_window(
-    session: AsyncSession | None,
-    resolved: ResolvedConversation,
-    new: list[ConversationMessage],
-    *,
-    budget: int,
-    chunk_tokens: int,
-    boundary_tokens: int = 0,
-    boundary_sequence: int = 0,
-    artifact_turns: int = 0,
-    cache_state: CacheState | None = None,
-) -> HistoryWindow:
-    """Split stored + new messages into system prompt, history candidates and current turn.
+@dataclass(frozen=True, slots=True)
+class TurnShape:
+    """Where the system prompt and the current turn are, and their tokens, counted once."""
 
-    ``budget`` is the request's input budget; history gets at most what the system prompt and
-    the current turn leave of it, and messages before the cut that room implies are never
-    loaded. ``boundary_tokens``/``boundary_sequence`` mark a compaction boundary: history
-    starts there (older turns are carried by summaries), at an absolute token position.
-    ``artifact_turns``: the last N turns are loaded whole even before the cut, so that their
-    tool results can become (shrunk) artifacts; the history fit still decides what is sent.
-    ``cache_state``: the cache-aware fit's stored cut; history is loaded from it on, whole
-    (the previous prompt fitted from there, so this is bounded by the budget plus what its
-    placeholders save).
-    """
+    system_count: int
+    system_tokens: int
+    current_seq: int  # first message of the current turn (the newest user message)
+    current_start: int  # its absolute token position
+    current_tokens: int  # the whole current turn, stored part included
+
+
+def measure_turn(resolved: ResolvedConversation, new: list[ConversationMessage]) -> TurnShape:
+    """Number the new messages and find the system prompt and current turn (no query)."""
     _number_new(resolved, new)
     conversation = resolved.conversation
     stored_count = conversation.message_count if conversation else 0
@@ -113,11 +102,48 @@ async def load_history_window(
         current_start = conversation.total_tokens if conversation else 0
     current_seq = max(current_seq, system_count)
     current_start = max(current_start, system_tokens)
-
-    # Room for history is what remains once the stored part of the current turn is counted.
+    # The stored part of the current turn (a tool-result continuation) plus the new part.
     stored_current = (conversation.total_tokens - current_start) if conversation else 0
     new_current = sum(m.token_count for m in new if m.sequence_number >= current_seq)
-    room = budget - REPLY_PRIMER - system_tokens - max(0, stored_current) - new_current
+    return TurnShape(
+        system_count=system_count,
+        system_tokens=system_tokens,
+        current_seq=current_seq,
+        current_start=current_start,
+        current_tokens=max(0, stored_current) + new_current,
+    )
+
+
+async def load_history_window(
+    session: AsyncSession | None,
+    resolved: ResolvedConversation,
+    new: list[ConversationMessage],
+    *,
+    shape: TurnShape,
+    budget: TokenBudget,
+    chunk_tokens: int,
+    boundary_tokens: int = 0,
+    boundary_sequence: int = 0,
+    artifact_turns: int = 0,
+    cache_state: CacheState | None = None,
+) -> HistoryWindow:
+    """Split stored + new messages into system prompt, history candidates and current turn.
+
+    ``shape`` is ``measure_turn``'s; history gets at most ``budget.history_room``, and messages
+    before the cut that room implies are never loaded. ``boundary_tokens``/
+    ``boundary_sequence`` mark a compaction boundary: history starts there (older turns are
+    carried by summaries), at an absolute token position. ``artifact_turns``: the last N turns
+    are loaded whole even before the cut, so that their tool results can become (shrunk)
+    artifacts; the history fit still decides what is sent. ``cache_state``: the cache-aware
+    fit's stored cut; history is loaded from it on, whole (the previous prompt fitted from
+    there, so this is bounded by the budget plus what its placeholders save).
+    """
+    conversation = resolved.conversation
+    stored_count = conversation.message_count if conversation else 0
+    system_count, system_tokens = shape.system_count, shape.system_tokens
+    current_seq, current_start = shape.current_seq, shape.current_start
+
+    room = budget.history_room
     region_start = max(system_tokens, min(boundary_tokens, current_start))
     region_first = max(system_count, min(boundary_sequence, current_seq))
     if cache_state is not None:

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.assembler import AssembledContext
+from app.context.budget import TokenBudget
 from app.context.tokens import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
@@ -71,12 +72,12 @@ class MemoryContext:
         resolved: ResolvedConversation,
         window: Any,
         assembled: AssembledContext,
-        budget: int,
+        budget: TokenBudget,
     ) -> None:
         """Message recall (recall_turn.py), within what the assembly left of the budget."""
         own = self.bundle_tokens + self.context_tokens
         room = min(
-            state.settings.recall_token_cap, budget - own - assembled.utilization.tokens_used
+            state.settings.recall_token_cap, budget.total - own - assembled.utilization.tokens_used
         )
         await recall_for_turn(
             state,
@@ -92,7 +93,7 @@ class MemoryContext:
             result=self.recall,
         )
 
-    def apply(self, assembled: AssembledContext, budget: int) -> None:
+    def apply(self, assembled: AssembledContext, budget: TokenBudget) -> None:
         """Insert the bundle, the memories and recalled messages; report them."""
         messages = assembled.messages
         added = 0
@@ -109,7 +110,7 @@ class MemoryContext:
         assembled.messages = messages
         used = self.bundle_tokens + self.context_tokens + self.recall.tokens
         utilization = assembled.utilization
-        utilization.max_input_tokens = budget
+        utilization.max_input_tokens = budget.total
         utilization.tokens_used += used
         utilization.messages_included += added
         utilization.breakdown.memory += used
@@ -133,45 +134,25 @@ def summarizer_model(state: AppState, context: TurnContext) -> str:
     return helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
 
 
-def _fixed_tokens(resolved: ResolvedConversation, new: list[ConversationMessage]) -> int:
-    """System prompt + current turn, as the history window will count them (close enough)."""
-    conversation = resolved.conversation
-    if conversation is not None and conversation.message_count:
-        system = conversation.system_prompt_tokens
-        rest = new
-    else:
-        leading = 0
-        while leading < len(new) and new[leading].role in _SYSTEM_ROLES:
-            leading += 1
-        system = sum(m.token_count for m in new[:leading])
-        rest = new[leading:]
-    users = [i for i, m in enumerate(rest) if m.role == "user"]
-    current = sum(m.token_count for m in rest[users[-1] :]) if users else 0
-    if not users and conversation is not None:
-        current = sum(m.token_count for m in rest) + max(
-            0, conversation.total_tokens - conversation.last_user_start_tokens
-        )
-    return REPLY_PRIMER + system + current
-
-
 async def prepare_memory(
     state: AppState,
     context: TurnContext,
     session: AsyncSession,
     resolved: ResolvedConversation,
     new: list[ConversationMessage],
-    budget: int,
+    budget: TokenBudget,
 ) -> MemoryContext:
+    """``budget`` has the system prompt and current turn counted (measure_turn); what memory
+    takes is reserved in it by the caller (``reserved_tokens``)."""
     request = context.request
     memory = MemoryContext(mode=request.context.memory_injection)
-    fixed = _fixed_tokens(resolved, new)
     conversation = resolved.conversation
     if conversation is not None and conversation.message_count:
-        await _compaction_and_bundle(state, context, session, resolved, new, budget, fixed, memory)
+        await _compaction_and_bundle(state, context, session, resolved, new, budget, memory)
     user_texts = [text_of(m.content) for m in new if m.role == "user"]
     wanted = request.context.memory and request.user
     if user_texts and (wanted or date_prefix_wanted(state, request.context)):
-        room = budget - fixed - memory.bundle_tokens
+        room = budget.total - budget.fixed - memory.bundle_tokens
         await _retrieval(state, context, session, user_texts[-1], room, memory)
     return memory
 
@@ -182,26 +163,28 @@ async def _compaction_and_bundle(
     session: AsyncSession,
     resolved: ResolvedConversation,
     new: list[ConversationMessage],
-    budget: int,
-    fixed: int,
+    budget: TokenBudget,
     memory: MemoryContext,
 ) -> None:
     conversation = resolved.conversation
     assert conversation is not None
     settings = state.settings
     model = context.request.model
-    cap = max(0, min(int(budget * settings.summary_budget_share), budget - fixed))
+    total = budget.total
+    cap = max(0, min(int(total * settings.summary_budget_share), total - budget.fixed))
     memory.boundary_tokens = conversation.compacted_tokens
     memory.boundary_sequence = conversation.compacted_sequence
     summaries = resolved.summaries  # read with the conversation when it was named
     if summaries is None:
         summaries = await memory_repository.active_summaries(session, conversation.id)
-    system = conversation.system_prompt_tokens
+    system = budget.system
     new_tokens = sum(m.token_count for m in new)
 
     def fits(boundary_tokens: int, summary_tokens: int) -> bool:
+        # Everything stored after the boundary plus the new messages: history and the current
+        # turn, each counted once.
         raw = conversation.total_tokens - max(system, boundary_tokens)
-        return fixed - REPLY_PRIMER + min(summary_tokens, cap) + raw + new_tokens <= budget
+        return REPLY_PRIMER + system + min(summary_tokens, cap) + raw + new_tokens <= total
 
     if not fits(memory.boundary_tokens, sum(s.token_count for s in summaries)):
         report = await _compact_now(state, context, resolved, new, cap, fits)

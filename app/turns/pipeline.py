@@ -15,7 +15,7 @@ from typing import Any
 from app.attachments.service import attachment_service
 from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, assemble
 from app.context.breakpoints import keep_client_breakpoints
-from app.context.budget import BudgetPolicy, input_budget
+from app.context.budget import BudgetPolicy, TokenBudget, input_budget
 from app.context.cache_fit import annotate as annotate_cache
 from app.context.cache_hints import (
     add_cache_hints,
@@ -28,7 +28,7 @@ from app.context.engine import apply_context_engine
 from app.context.metadata import ContextUtilization, CostInfo
 from app.context.tokens import REPLY_PRIMER
 from app.conversations.fingerprint import content_hash
-from app.conversations.history import load_history_window
+from app.conversations.history import load_history_window, measure_turn
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
 from app.core.errors import ContextGateError
@@ -111,11 +111,13 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages
     ]
     hashes = [content_hash(m) for m in incoming]
-    budget = input_budget(
-        explicit=request.context.max_input_tokens,
-        context_window=state.llm.model_info(model).max_input_tokens,
-        output_tokens_requested=request.output_tokens_requested,
-        policy=_budget_policy(state),
+    budget = TokenBudget(
+        input_budget(
+            explicit=request.context.max_input_tokens,
+            context_window=state.llm.model_info(model).max_input_tokens,
+            output_tokens_requested=request.output_tokens_requested,
+            policy=_budget_policy(state),
+        )
     )
     async with state.database.reading() as session:
         resolved = await conversation_service.resolve(
@@ -133,16 +135,20 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
                 incoming[resolved.new_start :], hashes[resolved.new_start :], strict=True
             )
         ]
-        # Compaction if due, memory bundle, long-term memories: what they take is reserved.
-        memory = await prepare_memory(state, context, session, resolved, new, budget)
-        room = budget - memory.reserved_tokens
+        # The system prompt and the current turn, counted once for every stage.
         policy = cache_policy(state.settings, request.context.cache)
         stored = _stored_cache_state(resolved) if policy.enabled else None
+        shape = measure_turn(resolved, new)
+        budget.system, budget.current = shape.system_tokens, shape.current_tokens
+        # Compaction if due, memory bundle, long-term memories: what they take is reserved.
+        memory = await prepare_memory(state, context, session, resolved, new, budget)
+        budget.memory = memory.reserved_tokens
         window = await load_history_window(
             session,
             resolved,
             new,
-            budget=room,
+            shape=shape,
+            budget=budget,
             chunk_tokens=state.settings.history_trim_chunk_tokens,
             boundary_tokens=memory.boundary_tokens,
             boundary_sequence=memory.boundary_sequence,
@@ -154,13 +160,13 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         )
     # Artifacts (tool results, attachments): plan, process, rewrite the window in place.
     engine = await apply_context_engine(
-        state, request, context.caller.tenant_id, window, room, attachments,
+        state, request, context.caller.tenant_id, window, budget, attachments,
         historical_turns=0 if stored else None,
     )  # fmt: skip
     assembled: AssembledContext = assemble(
         AssemblyInput(
             model=model,
-            budget=room,
+            budget=budget,
             system=window.system,
             history=window.history,
             current=window.current,

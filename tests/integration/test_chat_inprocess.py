@@ -301,15 +301,16 @@ async def test_a_huge_old_message_ends_the_history_older_ones_are_not_used_to_fi
         client,
         [{"role": "user", "content": "small four"}],
         conversation_id=conversation_id,
-        context={"max_input_tokens": 150},
+        # The cache-aware fit cutting to exactly the budget: the minimal contiguous tail.
+        context={"max_input_tokens": 150, "cache": {"high_water_ratio": 1, "low_water_ratio": 1}},
     )
     sent = [m["content"] for m in fake_upstream.requests()[-1]["body"]["messages"]]
     assert sent[-1].endswith("small four")  # after any recalled messages (message recall)
     assert "small one" not in sent
     assert "Echo: small one" not in sent
     assert all("huge huge" not in str(content) for content in sent)
-    # A contiguous tail of what came after the huge message.
-    assert sent[:-1] == ["ok", "small three", "Echo: small three"]
+    # A contiguous tail of what came after the huge message, starting at a user message.
+    assert sent[:-1] == ["small three", "Echo: small three"]
     assert body["context_utilization"]["messages_excluded"] >= 3
 
 

@@ -16,7 +16,9 @@ from app.memories.locks import ConversationLocks
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import SUMMARY, app_state, chat, drain, upstream_chats, words
 
-SMALL = {"max_input_tokens": 600}
+# The previous history fit: compaction's raw tail is sent whole (the cache-aware fit cuts
+# deeper, down to its low-water mark; see tests/context/test_cache_*).
+SMALL = {"max_input_tokens": 600, "cache": {"enabled": False}}
 NO_TRIGGER = {"compaction_ratio": 1.0, "summary_every_pairs": 0}  # no background summarizer calls
 
 
