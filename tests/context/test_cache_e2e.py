@@ -39,7 +39,13 @@ def server(
     yield from module_server(
         tmp_path_factory,
         fake_upstream_server,
-        {"CONTEXTGATE_CONFIG": str(config), "CONTEXTGATE_COMPACTION_RATIO": "1.0"},
+        # Message recall is off: its block changes between the calls of one turn and would
+        # rewrite the prefix (reported to the lead); this module tests the fit alone.
+        {
+            "CONTEXTGATE_CONFIG": str(config),
+            "CONTEXTGATE_COMPACTION_RATIO": "1.0",
+            "CONTEXTGATE_MESSAGE_RECALL": "false",
+        },
         name="cache",
     )
 
