@@ -113,7 +113,18 @@ prefix reuse for smaller reads: 0.6 is cheaper still (0.55x) but keeps the prefi
 calls and sends the model less; 0.75 is the compromise. Only the chat door is measured here;
 the Responses and Messages doors share the pipeline (run the loop through them as they land).
 Clearing, not cutting, does the work: with 2 raw results kept the low-water mark is rarely
-reached, so the conversation keeps its structure (every call and its placeholder)."""
+reached, so the conversation keeps its structure (every call and its placeholder).
+
+Beside it (16:40 UTC, same build): `bench.context_engine` sends the same tokens (3,786 / 3,807
+mean) with the same context recall (100% / 100% / 85%) and summary-cache hit rate (67%) as
+recorded above; `bench.memory --turns 200` gives identical compaction-run figures with
+`CONTEXTGATE_CACHE_ENABLED` true or false (mean 1,884, max 2,646 prompt tokens, 34 summarizer
+calls; these differ from the 1,000-turn record above because of the periodic summaries landed
+since, not the cache fit); only the plain-trim run changes (1,740 instead of 3,774 tokens at the
+last turn: the deep cut). Known interplay: a deep cut can drop turns after the compaction
+boundary that no summary covers yet (compaction keeps its raw tail only with the cache fit
+off), and message recall's block changes between the calls of one turn, which rewrites the
+prefix from there (bench runs without a `user`, so recall does not fire here)."""
 
 
 def _text(rng: random.Random, tokens: int) -> str:
