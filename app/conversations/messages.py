@@ -14,6 +14,7 @@ __all__ = [
     "ConversationMessage",
     "ReasoningStep",
     "HISTORY_COLUMNS",
+    "prefixed",
     "attach_reasoning_steps",
     "from_history_row",
     "to_conversation_message",
@@ -39,6 +40,9 @@ class ConversationMessage(BaseModel):
     tool_call_id: str | None = None
     reasoning_content: str | None = None
     thinking_blocks: list[dict[str, Any]] | None = None
+    # Per-turn context (memories, date, recalled messages) sent before this user message when
+    # it was new; resent with it, byte for byte, so the prompt's prefix stays cacheable.
+    context_prefix: str | None = None
     sequence_number: int = 0
     turn_number: int = 0
     token_count: int = 0
@@ -55,7 +59,10 @@ class ConversationMessage(BaseModel):
     def to_openai(self, *, with_reasoning: bool = False) -> dict[str, Any]:
         """The message as sent upstream. Reasoning stays in the record unless asked for: the
         assistant messages of the current tool loop carry it back, as providers require."""
-        message: dict[str, Any] = {"role": self.role, "content": self.content}
+        content = self.content
+        if self.context_prefix:
+            content = prefixed(content, self.context_prefix)
+        message: dict[str, Any] = {"role": self.role, "content": content}
         if with_reasoning:
             if self.thinking_blocks:
                 message["thinking_blocks"] = self.thinking_blocks
@@ -68,6 +75,13 @@ class ConversationMessage(BaseModel):
         if self.tool_call_id:
             message["tool_call_id"] = self.tool_call_id
         return message
+
+
+def prefixed(content: Any, prefix: str) -> Any:
+    """``content`` with ``prefix`` before it: a text part first, or a paragraph first."""
+    if isinstance(content, list):
+        return [{"type": "text", "text": prefix}, *content]
+    return f"{prefix}\n\n{content or ''}"
 
 
 def attach_reasoning_steps(messages: list[ConversationMessage]) -> list[ConversationMessage]:
@@ -105,8 +119,8 @@ def turn_start_index(messages: list[ConversationMessage]) -> int:
 # The columns a history read selects, in this order (``from_history_row`` unpacks them).
 HISTORY_COLUMNS = (
     "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
-    "thinking_blocks", "sequence_number", "turn_number", "token_count", "start_tokens",
-    "status", "content_hash",
+    "thinking_blocks", "context_prefix", "sequence_number", "turn_number", "token_count",
+    "start_tokens", "status", "content_hash",
 )  # fmt: skip
 
 
@@ -116,12 +130,13 @@ def to_conversation_message(row: Message) -> ConversationMessage:
 
 
 def from_history_row(row: Sequence[Any]) -> ConversationMessage:
-    """A row of ``HISTORY_COLUMNS``, unvalidated. Unpacked by position: reading a row's 13
+    """A row of ``HISTORY_COLUMNS``, unvalidated. Unpacked by position: reading a row's 14
     columns by name cost more than the rest of building the message, for every message of the
     window on every turn."""
     (
         role, content, name, tool_calls, tool_call_id, reasoning_content, thinking_blocks,
-        sequence_number, turn_number, token_count, start_tokens, status, content_hash,
+        context_prefix, sequence_number, turn_number, token_count, start_tokens, status,
+        content_hash,
     ) = row  # fmt: skip
     return _construct(
         {
@@ -132,6 +147,7 @@ def from_history_row(row: Sequence[Any]) -> ConversationMessage:
             "tool_call_id": tool_call_id,
             "reasoning_content": reasoning_content,
             "thinking_blocks": thinking_blocks,
+            "context_prefix": context_prefix,
             "sequence_number": sequence_number,
             "turn_number": turn_number,
             "token_count": token_count,

@@ -37,6 +37,7 @@ class StoredMessage(BaseModel):
     tool_call_id: str | None = None
     reasoning_content: str | None = None
     thinking_blocks: list[dict[str, Any]] | None = None
+    context_prefix: str | None = None  # memories / recalled messages sent before it
     sequence_number: int
     turn_number: int
     token_count: int

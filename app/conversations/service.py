@@ -323,6 +323,7 @@ class ConversationService:
             "tool_call_id": message.tool_call_id,
             "reasoning_content": message.reasoning_content,
             "thinking_blocks": message.thinking_blocks,
+            "context_prefix": message.context_prefix,
             "token_count": message.token_count,
             "start_tokens": start,
             "chain_hash": conversation.head_hash,

@@ -60,6 +60,9 @@ class MemoryContext:
     summarizer_tokens: tuple[int, int] = (0, 0)  # prompt, completion (compaction)
     notes: list[str] = field(default_factory=list)
     recall: RecallResult = field(default_factory=RecallResult)
+    # In user_prefix mode, the text put before the newest user message (memories, date,
+    # recalled messages): stored with that message, so later calls send the same bytes.
+    user_prefix: str = ""
 
     @property
     def reserved_tokens(self) -> int:
@@ -100,13 +103,19 @@ class MemoryContext:
         if self.bundle:
             messages = insert_bundle(messages, self.bundle)
             added += 1
-        recall_mode = "context_message" if self.mode == "context_message" else "user_prefix"
-        if self.recall.block:  # per-turn context next to the newest user message
-            messages = inject(messages, self.recall.block, recall_mode)
-            added += 0 if recall_mode == "user_prefix" else 1
-        if self.context_block:
-            messages = inject(messages, self.context_block, self.mode)
-            added += 0 if self.mode == "user_prefix" else 1
+        if self.mode == "context_message":
+            blocks = [(self.recall.block, "context_message"), (self.context_block, self.mode)]
+        else:  # recalled messages go before the newest user message in the other modes too
+            prefix = "\n\n".join(b for b in (self.context_block, self.recall.block) if b)
+            if self.mode == "user_prefix":
+                self.user_prefix = prefix
+                blocks = [(prefix, "user_prefix")]
+            else:
+                blocks = [(self.recall.block, "user_prefix"), (self.context_block, self.mode)]
+        for block, mode in blocks:  # per-turn context next to the newest user message
+            if block:
+                messages = inject(messages, block, mode)
+                added += 0 if mode == "user_prefix" else 1
         assembled.messages = messages
         used = self.bundle_tokens + self.context_tokens + self.recall.tokens
         utilization = assembled.utilization

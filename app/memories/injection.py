@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from app.conversations.messages import prefixed
 from app.memories.retrieval import Retrieved
 from app.memories.template import DEFAULT_TEMPLATE, Line, render_block
 
@@ -31,12 +32,6 @@ def render_context(
     """The context block for retrieved memories alone (see app/memories/template.py)."""
     lines = [Line(m.memory_type, m.importance, m.content, m.updated_at) for m in memories]
     return render_block([], lines, now, template)
-
-
-def _prefix_content(content: Any, block: str) -> Any:
-    if isinstance(content, list):
-        return [{"type": "text", "text": block}, *content]
-    return f"{block}\n\n{content or ''}"
 
 
 def _append_content(content: Any, block: str) -> Any:
@@ -65,7 +60,7 @@ def inject(messages: list[dict[str, Any]], block: str, mode: str) -> list[dict[s
         position = last_user if last_user is not None else len(result)
         result.insert(position, {"role": "system", "content": block})
     elif last_user is not None:
-        result[last_user]["content"] = _prefix_content(result[last_user].get("content"), block)
+        result[last_user]["content"] = prefixed(result[last_user].get("content"), block)
     else:  # no user message to prefix (a tool-result continuation): its own message
         result.append({"role": "system", "content": block})
     return result

@@ -186,8 +186,12 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         )
     )
     engine.annotate(assembled.utilization)
-    await memory.recall_messages(state, context, resolved, window, assembled, budget)
+    if any(message.role == "user" for message in new):
+        # Per-turn context is made for a new user message, then stays frozen with it (below):
+        # a tool-loop call resends that message as it was sent, never with a new block.
+        await memory.recall_messages(state, context, resolved, window, assembled, budget)
     memory.apply(assembled, budget)
+    _freeze_user_prefix(state, new, memory.user_prefix, model)
     keep_client_breakpoints(
         assembled.messages,
         dict(zip(hashes, incoming, strict=True)),
@@ -250,6 +254,21 @@ def _cache_outcome(
         if not client_marked_cache(messages, request.tools):
             add_cache_hints(messages, system_count, assembled.prefix_count + head_added)
     return fit.state if fit.state != stored else None
+
+
+def _freeze_user_prefix(
+    state: AppState, new: list[ConversationMessage], prefix: str, model: str
+) -> None:
+    """Store the per-turn context sent before a new user message with it: the next calls of
+    the loop resend that message exactly as this one did (the provider's cached prefix holds)
+    instead of without it, and its tokens are counted where the message is."""
+    if not prefix:
+        return
+    for message in reversed(new):
+        if message.role == "user":
+            message.context_prefix = prefix
+            message.token_count += state.tokens.count_text(f"{prefix}\n\n", model)
+            return
 
 
 def answer_message(

@@ -21,6 +21,7 @@ ROW = {
     "tool_call_id": None,
     "reasoning_content": "thought",
     "thinking_blocks": [{"type": "thinking", "thinking": "thought", "signature": "sig"}],
+    "context_prefix": None,
     "sequence_number": 7,
     "turn_number": 3,
     "token_count": 11,

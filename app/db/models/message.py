@@ -38,6 +38,8 @@ class Message(Base):
     reasoning_content: Mapped[str | None] = mapped_column(Text)
     # Thinking / redacted-thinking blocks with their signatures, exactly as the provider sent them.
     thinking_blocks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    # The per-turn context sent before this user message (see ConversationMessage).
+    context_prefix: Mapped[str | None] = mapped_column(Text)
     token_count: Mapped[int] = mapped_column(default=0)
     # Tokens of every earlier message of the conversation: lets a request load only the tail
     # that fits with one indexed range query, however long the conversation.
