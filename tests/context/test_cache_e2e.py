@@ -39,13 +39,9 @@ def server(
     yield from module_server(
         tmp_path_factory,
         fake_upstream_server,
-        # Message recall is off: its block changes between the calls of one turn and would
-        # rewrite the prefix (reported to the lead); this module tests the fit alone.
-        {
-            "CONTEXTGATE_CONFIG": str(config),
-            "CONTEXTGATE_COMPACTION_RATIO": "1.0",
-            "CONTEXTGATE_MESSAGE_RECALL": "false",
-        },
+        # Message recall stays on (the default): its block is made for a new user message and
+        # frozen with it, so it must not rewrite the prefix either.
+        {"CONTEXTGATE_CONFIG": str(config), "CONTEXTGATE_COMPACTION_RATIO": "1.0"},
         name="cache",
     )
 
@@ -122,6 +118,8 @@ def test_prompts_keep_their_prefix_until_a_deep_cut_with_placeholders(
             assert prompt[: len(previous)] == previous, f"call {i} rewrote the prefix"
         assert usages[i]["tokens_used"] <= BUDGET
         assert _pairs_intact(prompt)
+    # Recalled messages came back after the cut, and still no call rewrote its prefix.
+    assert any(u["messages_recalled"] for u in usages)
     first = rebases[0]
     stats = usages[first]["cache_stats"]
     assert stats["cleared_now"], "the rebase cleared old tool results in a batch"
