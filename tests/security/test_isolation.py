@@ -30,6 +30,11 @@ KNOWN_COLLECTIONS = {
     "/health",
     "/ready",
     "/v1/models",
+    # The other doors and embeddings: checked in test_other_doors_cannot_reach_another_tenant.
+    "/v1/responses",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/v1/embeddings",
 }
 
 
@@ -76,6 +81,11 @@ async def world(client_for: Any, make_settings: Callable[..., Settings]) -> dict
     if memory.status_code != 404:
         assert memory.status_code in (200, 201), memory.text
         ids["memory_id"] = memory.json()["id"]
+    response = await client.post(
+        "/v1/responses", json={"model": "gpt-4o-mini", "input": "tenant a's task"}, headers=a
+    )
+    assert response.status_code == 200, response.text
+    ids["response_id"] = response.json()["id"]
     schema = (await client.get("/openapi.json")).json()
     return {"client": client, "a": a, "b": _auth(keys["b"]["key"]), "ids": ids, "schema": schema}
 
@@ -119,7 +129,8 @@ async def test_collections_and_queries_never_cross_tenants(world: dict[str, Any]
     client: httpx.AsyncClient = world["client"]
     a, b, ids = world["a"], world["b"], world["ids"]
     assert (await client.get("/v1/conversations", headers=b)).json()["data"] == []
-    assert len((await client.get("/v1/conversations", headers=a)).json()["data"]) == 1
+    # A's chat conversation and the one its response started.
+    assert len((await client.get("/v1/conversations", headers=a)).json()["data"]) == 2
     if "memory_id" in ids:
         listed = await client.get("/v1/memories", params={"user": USER}, headers=b)
         assert listed.json()["data"] == []
@@ -169,3 +180,30 @@ async def test_chat_cannot_reach_another_tenants_ids_or_history(world: dict[str,
     assert same.status_code == 200
     assert same.json()["conversation_id"] != ids["conversation_id"]
     assert same.json()["context_utilization"]["memories_injected"] == []
+
+
+async def test_other_doors_cannot_reach_another_tenant(world: dict[str, Any]) -> None:
+    client: httpx.AsyncClient = world["client"]
+    a, b, ids = world["a"], world["b"], world["ids"]
+    # B cannot continue (or branch from) A's response, by id or through its conversation.
+    continued = await client.post(
+        "/v1/responses",
+        json={"model": "gpt-4o-mini", "input": "and?", "previous_response_id": ids["response_id"]},
+        headers=b,
+    )
+    assert continued.status_code == 404, continued.text
+    by_conversation = await client.post(
+        "/v1/messages",
+        json={
+            "model": "gpt-4o-mini",
+            "max_tokens": 16,
+            "messages": [{"role": "user", "content": "what did a ask?"}],
+        },
+        headers={**b, "X-Conversation-Id": ids["conversation_id"]},
+    )
+    assert by_conversation.status_code == 404, by_conversation.text
+    assert by_conversation.json()["type"] == "error"  # Anthropic's envelope on its door
+    # Neither touched A's records.
+    assert (await client.get(f"/v1/responses/{ids['response_id']}", headers=a)).status_code == 200
+    history = await client.get(f"/v1/conversations/{ids['conversation_id']}", headers=a)
+    assert [m["role"] for m in history.json()["messages"]] == ["system", "user", "assistant"]
