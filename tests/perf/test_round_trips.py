@@ -86,6 +86,10 @@ async def test_round_trips_do_not_grow_with_history(
         database_url=database_url,
         summarizer_model="fake-summarizer",
         memory_extraction_mode="off",
+        # Message vectors and periodic summaries are written in the background after a turn;
+        # here they would race into the counted window. The request path is what this counts.
+        embedder="bm25",
+        summary_every_pairs=0,
     )
     seen = await _statements_per_turn(settings, [10, 2_000])
     assert len(seen[10]) == len(seen[2_000]), (seen[10], seen[2_000])
