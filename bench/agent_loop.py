@@ -111,7 +111,7 @@ cache-aware fit re-reads a prompt that placeholders keep small, and pays one rew
 the part after the first newly cleared result per rebase. A lower high-water mark trades
 prefix reuse for smaller reads: 0.6 is cheaper still (0.55x) but keeps the prefix in 92% of
 calls and sends the model less; 0.75 is the compromise. Only the chat door is measured here;
-the Responses and Messages doors share the pipeline (run the loop through them as they land).
+`--door messages` runs it through the Anthropic door (recorded in its own section).
 Clearing, not cutting, does the work: with 2 raw results kept the low-water mark is rarely
 reached, so the conversation keeps its structure (every call and its placeholder).
 
@@ -123,8 +123,9 @@ calls; these differ from the 1,000-turn record above because of the periodic sum
 since, not the cache fit); only the plain-trim run changes (1,740 instead of 3,774 tokens at the
 last turn: the deep cut). Known interplay: a deep cut can drop turns after the compaction
 boundary that no summary covers yet (compaction keeps its raw tail only with the cache fit
-off), and message recall's block changes between the calls of one turn, which rewrites the
-prefix from there (this loop's figures are the same with recall landed: 0.57x, 95%)."""
+off). Message recall's block is made for a new user message and stored with it
+(`context_prefix`), so it never rewrites the prefix (this loop's figures are the same with
+recall on: 0.57x, 95%; `tests/context/test_cache_e2e.py` runs with recall on)."""
 
 
 def _text(rng: random.Random, tokens: int) -> str:
@@ -201,8 +202,66 @@ def _broken_pairs(prompt: list[dict[str, Any]]) -> int:
     return broken + len(open_calls)
 
 
+def _anthropic_body(messages: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
+    """The loop's chat-form history as a Claude-Code-style /v1/messages request."""
+    turns: list[dict[str, Any]] = []
+    for message in messages[1:]:
+        if message["role"] == "tool":
+            block = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
+            block["content"] = message["content"]
+            if turns and turns[-1]["role"] == "user" and isinstance(turns[-1]["content"], list):
+                turns[-1]["content"].append(block)
+            else:
+                turns.append({"role": "user", "content": [block]})
+        elif message["role"] == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if message.get("content"):
+                blocks.append({"type": "text", "text": message["content"]})
+            for call in message.get("tool_calls") or []:
+                arguments = orjson.loads(call["function"]["arguments"] or "{}")
+                blocks.append(
+                    {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
+                     "input": arguments}
+                )  # fmt: skip
+            turns.append({"role": "assistant", "content": blocks})
+        else:
+            turns.append({"role": "user", "content": message["content"]})
+    tools = [
+        {"name": t["function"]["name"], "description": t["function"].get("description", ""),
+         "input_schema": t["function"]["parameters"]}
+        for t in TOOLS
+    ]  # fmt: skip
+    return {
+        "model": MODEL,
+        "max_tokens": 1024,
+        "system": messages[0]["content"],
+        "messages": turns,
+        "tools": tools,
+        "context": context,
+    }
+
+
+def _from_anthropic(answer: dict[str, Any]) -> dict[str, Any]:
+    text = "".join(b["text"] for b in answer["content"] if b["type"] == "text")
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    calls = [
+        {"id": b["id"], "type": "function",
+         "function": {"name": b["name"], "arguments": orjson.dumps(b["input"]).decode()}}
+        for b in answer["content"] if b["type"] == "tool_use"
+    ]  # fmt: skip
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
 def run_loop(
-    client: httpx.Client, fake: FakeUpstream, mode: str, budget: int, steps: int, policy: dict
+    client: httpx.Client,
+    fake: FakeUpstream,
+    mode: str,
+    budget: int,
+    steps: int,
+    policy: dict,
+    door: str = "chat",
 ) -> Run:
     rng = random.Random(14)
     run = Run(mode, budget)
@@ -220,6 +279,10 @@ def run_loop(
     started = time.perf_counter()
 
     def call() -> dict[str, Any]:
+        if door == "messages":
+            response = client.post("/messages", json=_anthropic_body(messages, context))
+            response.raise_for_status()
+            return _from_anthropic(response.json())
         body = {"model": MODEL, "messages": messages, "tools": TOOLS, "context": context}
         response = client.post("/chat/completions", json=body)
         response.raise_for_status()
@@ -306,6 +369,9 @@ def main() -> None:
         "--policy", action="append", help="context.cache JSON for a cache run (repeatable)"
     )
     parser.add_argument("--modes", default="pass-through,previous fit,cache-aware fit")
+    parser.add_argument(
+        "--door", choices=("chat", "messages"), default="chat", help="the door the agent uses"
+    )
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     policies = [orjson.loads(p) for p in args.policy or ["{}"]]
@@ -325,12 +391,14 @@ def main() -> None:
                         continue
                     for policy in policies if mode == "cache-aware fit" else [{}]:
                         name = f"{mode} {orjson.dumps(policy).decode()}" if policy else mode
-                        runs.append(run_loop(client, fake, mode, budget, args.steps, policy))
+                        runs.append(
+                            run_loop(client, fake, mode, budget, args.steps, policy, args.door)
+                        )
                         runs[-1].mode = name
                         print(table(runs).splitlines()[-1], f"{runs[-1].seconds:.0f} s", flush=True)
     text = table(runs)
     print(text)
-    if args.record:
+    if args.record and args.door == "chat":
         plot(runs, 64000 if 64000 in budgets else budgets[0])
         record(f"{SECTION}\n\n{INTRO}\n\n{text}\n\n{READING}")
 
