@@ -166,6 +166,12 @@ class Settings(BaseSettings):
     summary_cache_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     summary_cache_ttl_s: int = Field(7 * 24 * 3600, ge=1)
 
+    # --- doors ---------------------------------------------------------------------------
+    # POST /v1/responses with `store: false` (Codex sends it on every call): "passthrough" keeps
+    # nothing and manages nothing, as OpenAI's word says; "manage" stores the conversation and
+    # manages its context like any other, but keeps no response object to retrieve or continue.
+    responses_store_false: Literal["passthrough", "manage"] = "passthrough"
+
     # --- server --------------------------------------------------------------------------
     # `contextgate serve --demo`: mount the built-in offline demo model at /demo/v1.
     demo: bool = False

@@ -59,7 +59,7 @@ async def build_turn(
                 start.history[0]["role"] in ("system", "developer")
             ) else start.history  # fmt: skip
             messages = [*system, *history, *rest]
-    if not body.store:
+    if not body.store and state.settings.responses_store_false == "passthrough":
         params["context"] = body.context.model_copy(update={"enabled": False})
     if not messages:
         raise BadRequest("'input' must not be empty.", param="input", code="empty_input")
