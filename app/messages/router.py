@@ -60,7 +60,6 @@ async def create_message(
         caller=caller,
         request_id=getattr(request.state, "request_id", None) or new_request_id(),
         started=getattr(request.state, "started", None) or time.perf_counter(),
-        door="messages",
         upstream_headers=_upstream_headers(request),
     )
     return await guarded(

@@ -46,7 +46,6 @@ async def create_response(
         caller=caller,
         request_id=getattr(request.state, "request_id", None) or new_request_id(),
         started=getattr(request.state, "started", None) or time.perf_counter(),
-        door="responses",
         on_record=new.record if body.store else None,
     )
     return await guarded(

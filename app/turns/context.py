@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from app.keys.auth import Caller
 from app.protocol.chat import ChatCompletionRequest
@@ -16,9 +16,7 @@ if TYPE_CHECKING:
     from app.llm.responses import Usage
     from app.turns.pipeline import Prepared
 
-__all__ = ["Door", "RecordHook", "TurnContext"]
-
-Door = Literal["chat", "responses", "messages"]
+__all__ = ["RecordHook", "TurnContext"]
 
 # Called in the transaction that stores a turn, after its messages (the answer has its
 # sequence_number): a door stores what it keeps beside the conversation, atomically with it.
@@ -35,7 +33,6 @@ class TurnContext:
     caller: Caller
     request_id: str
     started: float  # time.perf_counter() when the request arrived
-    door: Door = "chat"
     on_record: RecordHook | None = None
     # Provider headers the door passes on (Anthropic's version and beta flags); the LLM client
     # sends them only to deployments of that provider.
