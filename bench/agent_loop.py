@@ -111,7 +111,7 @@ cache-aware fit re-reads a prompt that placeholders keep small, and pays one rew
 the part after the first newly cleared result per rebase. A lower high-water mark trades
 prefix reuse for smaller reads: 0.6 is cheaper still (0.55x) but keeps the prefix in 92% of
 calls and sends the model less; 0.75 is the compromise. Only the chat door is measured here;
-`--door messages` runs it through the Anthropic door (recorded in its own section).
+`--door messages` / `--door responses` run it through the other doors (their own section).
 Clearing, not cutting, does the work: with 2 raw results kept the low-water mark is rarely
 reached, so the conversation keeps its structure (every call and its placeholder).
 
@@ -241,6 +241,46 @@ def _anthropic_body(messages: list[dict[str, Any]], context: dict[str, Any]) -> 
     }
 
 
+def _responses_body(messages: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
+    """The loop's history as a /v1/responses request (stored: context managed), whole each time."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "tool":
+            items.append(
+                {"type": "function_call_output", "call_id": message["tool_call_id"],
+                 "output": message["content"]}
+            )  # fmt: skip
+        elif message["role"] == "assistant":
+            if message.get("content"):
+                items.append({"role": "assistant", "content": message["content"]})
+            for call in message.get("tool_calls") or []:
+                items.append(
+                    {"type": "function_call", "call_id": call["id"],
+                     "name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+                )  # fmt: skip
+        else:
+            items.append({"role": message["role"], "content": message["content"]})
+    tools = [{"type": "function", **t["function"]} for t in TOOLS]
+    return {"model": MODEL, "input": items, "tools": tools, "context": context}
+
+
+def _from_responses(answer: dict[str, Any]) -> dict[str, Any]:
+    text = "".join(
+        part.get("text", "")
+        for item in answer["output"] if item["type"] == "message"
+        for part in item["content"]
+    )  # fmt: skip
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    calls = [
+        {"id": item["call_id"], "type": "function",
+         "function": {"name": item["name"], "arguments": item["arguments"]}}
+        for item in answer["output"] if item["type"] == "function_call"
+    ]  # fmt: skip
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
 def _from_anthropic(answer: dict[str, Any]) -> dict[str, Any]:
     text = "".join(b["text"] for b in answer["content"] if b["type"] == "text")
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -279,6 +319,10 @@ def run_loop(
     started = time.perf_counter()
 
     def call() -> dict[str, Any]:
+        if door == "responses":
+            response = client.post("/responses", json=_responses_body(messages, context))
+            response.raise_for_status()
+            return _from_responses(response.json())
         if door == "messages":
             response = client.post("/messages", json=_anthropic_body(messages, context))
             response.raise_for_status()
@@ -370,7 +414,10 @@ def main() -> None:
     )
     parser.add_argument("--modes", default="pass-through,previous fit,cache-aware fit")
     parser.add_argument(
-        "--door", choices=("chat", "messages"), default="chat", help="the door the agent uses"
+        "--door",
+        choices=("chat", "messages", "responses"),
+        default="chat",
+        help="the door the agent uses",
     )
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
