@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
@@ -17,13 +16,10 @@ from app.protocol.chat import ChatCompletionRequest
 from app.protocol.headers import context_headers
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
-from app.turns.pipeline import new_request_id
 from app.turns.service import run_turn
-from app.turns.stream import open_turn_stream
+from app.turns.stream import SSE_HEADERS, open_turn_stream
 
 router = APIRouter(tags=["chat"])
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @router.post("/v1/chat/completions", response_model=None)
@@ -38,12 +34,7 @@ async def chat_completions(
     if body.conversation_id is None and x_conversation_id:
         body.conversation_id = x_conversation_id
     check_chat_limits(state.settings, body)
-    context = TurnContext(
-        request=body,
-        caller=caller,
-        request_id=getattr(request.state, "request_id", None) or new_request_id(),
-        started=getattr(request.state, "started", None) or time.perf_counter(),
-    )
+    context = TurnContext.of(request, body, caller)
     return await guarded(
         request,
         state,

@@ -22,6 +22,7 @@ __all__ = [
     "content_hash",
     "extend_chain",
     "matches_prefix",
+    "new_messages_start",
 ]
 
 
@@ -107,3 +108,39 @@ def matches_prefix(stored_head: str, stored_count: int, chain: Sequence[str]) ->
     if stored_count == 0:
         return True
     return len(chain) >= stored_count and chain[stored_count - 1] == stored_head
+
+
+def new_messages_start(
+    *,
+    stored_count: int,
+    stored_head: str,
+    incoming_hashes: list[str],
+    stored_tail_hashes: list[str],
+    stored_system_hashes: list[str],
+) -> int:
+    """Where the messages a client sent for a known conversation stop being already stored.
+
+    The client may send the whole history (it then starts with the whole stored sequence), or
+    only the new messages; it may repeat the stored system prompt, or resend the last stored
+    messages (a retry). Whatever it sends, each message is stored once.
+    """
+    chain = chain_hashes(incoming_hashes)
+    if matches_prefix(stored_head, stored_count, chain):
+        return stored_count
+    # A repeat of the stored system prompt is never stored again.
+    system = 0
+    while (
+        system < len(incoming_hashes)
+        and system < len(stored_system_hashes)
+        and incoming_hashes[system] == stored_system_hashes[system]
+    ):
+        system += 1
+    # A retry, or a client that sends a window of the latest messages (behind the system
+    # prompt or not), repeats the last stored messages: skip the longest such overlap.
+    for skip in dict.fromkeys((system, 0)):
+        rest = incoming_hashes[skip:]
+        for overlap in range(min(len(rest), len(stored_tail_hashes)), 0, -1):
+            if rest[:overlap] == stored_tail_hashes[-overlap:]:
+                return skip + overlap
+    # New messages only, perhaps behind a repeat of the stored system prompt.
+    return system

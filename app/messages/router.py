@@ -9,7 +9,6 @@ render the answer as Anthropic's ``message`` or its SSE events. ``x-api-key`` or
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 import orjson
@@ -25,16 +24,15 @@ from app.messages.schemas import CountTokensRequest, MessagesRequest
 from app.messages.translate import chat_messages, chat_tools, message_id, to_turn_request
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
-from app.turns.pipeline import Prepared, new_request_id
+from app.turns.pipeline import Prepared
 from app.turns.service import run_turn
-from app.turns.stream import open_turn_stream
+from app.turns.stream import SSE_HEADERS, open_turn_stream
 
 __all__ = ["ERROR_PREFIX", "router"]
 
 router = APIRouter(tags=["messages"])
 
 ERROR_PREFIX = "/v1/messages"  # errors under it are in Anthropic's envelope
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
 
 
@@ -55,13 +53,7 @@ async def create_message(
         body.conversation_id = x_conversation_id
     turn = to_turn_request(body)
     check_chat_limits(state.settings, turn)
-    context = TurnContext(
-        request=turn,
-        caller=caller,
-        request_id=getattr(request.state, "request_id", None) or new_request_id(),
-        started=getattr(request.state, "started", None) or time.perf_counter(),
-        upstream_headers=_upstream_headers(request),
-    )
+    context = TurnContext.of(request, turn, caller, upstream_headers=_upstream_headers(request))
     return await guarded(
         request,
         state,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -18,13 +17,10 @@ from app.responses.schemas import ResponsesRequest
 from app.responses.service import response_service
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
-from app.turns.pipeline import new_request_id
 from app.turns.service import run_turn
-from app.turns.stream import open_turn_stream
+from app.turns.stream import SSE_HEADERS, open_turn_stream
 
 router = APIRouter(tags=["responses"])
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @router.post("/v1/responses", response_model=None)
@@ -41,13 +37,7 @@ async def create_response(
     turn = await build_turn(state, caller, body)
     check_chat_limits(state.settings, turn)
     new = NewResponse(body, caller.tenant_id)
-    context = TurnContext(
-        request=turn,
-        caller=caller,
-        request_id=getattr(request.state, "request_id", None) or new_request_id(),
-        started=getattr(request.state, "started", None) or time.perf_counter(),
-        on_record=new.record if body.store else None,
-    )
+    context = TurnContext.of(request, turn, caller, on_record=new.record if body.store else None)
     return await guarded(
         request,
         state,

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from starlette.requests import Request
+
+from app.db.models import new_id
 from app.keys.auth import Caller
 from app.protocol.chat import ChatCompletionRequest
 
@@ -37,3 +41,23 @@ class TurnContext:
     # Provider headers the door passes on (Anthropic's version and beta flags); the LLM client
     # sends them only to deployments of that provider.
     upstream_headers: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        http: Request,
+        request: ChatCompletionRequest,
+        caller: Caller,
+        *,
+        on_record: RecordHook | None = None,
+        upstream_headers: Mapping[str, str] | None = None,
+    ) -> TurnContext:
+        """The turn of an HTTP request: its id and arrival time as the middleware noted them."""
+        return cls(
+            request=request,
+            caller=caller,
+            request_id=getattr(http.state, "request_id", None) or new_id("req"),
+            started=getattr(http.state, "started", None) or time.perf_counter(),
+            on_record=on_record,
+            upstream_headers=upstream_headers or {},
+        )

@@ -25,7 +25,10 @@ from app.turns.context import TurnContext
 from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
 from app.turns.service import TurnResult, record_failure
 
-__all__ = ["StreamRenderer", "TurnStream", "open_turn_stream"]
+# What every door's event stream is answered with (no caching, no proxy buffering).
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+__all__ = ["SSE_HEADERS", "StreamRenderer", "TurnStream", "open_turn_stream"]
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from app.conversations.fingerprint import (
     chain_hashes,
     content_hash,
     matches_prefix,
+    new_messages_start,
 )
-from app.conversations.service import new_messages_start
 
 
 def user(text: str) -> dict[str, Any]:
