@@ -22,6 +22,7 @@ from app.core.state import AppState
 from app.messages.render import AnthropicStreamRenderer, message_body
 from app.messages.schemas import CountTokensRequest, MessagesRequest
 from app.messages.translate import chat_messages, chat_tools, message_id, to_turn_request
+from app.protocol.headers import context_headers
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
 from app.turns.pipeline import Prepared
@@ -72,14 +73,14 @@ async def _answer(state: AppState, context: TurnContext) -> Response:
             return AnthropicStreamRenderer(prepared, msg_id)
 
         stream = await open_turn_stream(state, context, renderer)
-        headers = dict(SSE_HEADERS)
-        if stream.prepared.conversation_id:
-            headers["X-Conversation-Id"] = stream.prepared.conversation_id
+        prepared = stream.prepared
+        headers = {
+            **SSE_HEADERS,
+            **context_headers(prepared.conversation_id, prepared.utilization),
+        }
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     result = await run_turn(state, context)
-    headers = {}
-    if result.conversation_id:
-        headers["X-Conversation-Id"] = result.conversation_id
+    headers = context_headers(result.conversation_id, result.prepared.utilization, result.cost)
     return json_response(message_body(result, msg_id), headers=headers)
 
 

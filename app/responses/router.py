@@ -11,6 +11,7 @@ from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits
 from app.core.state import AppState
+from app.protocol.headers import context_headers
 from app.responses.create import NewResponse, build_turn
 from app.responses.objects import incomplete_reason
 from app.responses.schemas import ResponsesRequest
@@ -51,9 +52,11 @@ async def create_response(
 async def _answer(state: AppState, context: TurnContext, new: NewResponse) -> Response:
     if context.request.stream:
         stream = await open_turn_stream(state, context, new.stream_renderer)
-        headers = dict(SSE_HEADERS)
-        if stream.prepared.conversation_id:
-            headers["X-Conversation-Id"] = stream.prepared.conversation_id
+        prepared = stream.prepared
+        headers = {
+            **SSE_HEADERS,
+            **context_headers(prepared.conversation_id, prepared.utilization),
+        }
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     result = await run_turn(state, context)
     incomplete = incomplete_reason(result.finish_reason)
@@ -61,9 +64,7 @@ async def _answer(state: AppState, context: TurnContext, new: NewResponse) -> Re
         await response_service.mark_incomplete(
             state.database, context.caller.tenant_id, new.id, incomplete
         )
-    headers = {}
-    if result.conversation_id:
-        headers["X-Conversation-Id"] = result.conversation_id
+    headers = context_headers(result.conversation_id, result.prepared.utilization, result.cost)
     return json_response(new.body_of(result, incomplete), headers=headers)
 
 
