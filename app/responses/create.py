@@ -53,12 +53,8 @@ async def build_turn(
         if start.conversation_id is not None:
             params["conversation_id"] = start.conversation_id
         else:  # store=false: the stored history is sent as it is, nothing is stored
-            system = [m for m in messages if m["role"] == "system"][:1]
-            rest = messages[len(system) :]
-            history = start.history[1:] if system and start.history[:1] and (
-                start.history[0]["role"] in ("system", "developer")
-            ) else start.history  # fmt: skip
-            messages = [*system, *history, *rest]
+            system = messages[:1] if body.instructions else []
+            messages = [*system, *start.history, *messages[len(system) :]]
     if not body.store and state.settings.responses_store_false == "passthrough":
         params["context"] = body.context.model_copy(update={"enabled": False})
     if not messages:

@@ -38,7 +38,14 @@ async def create_response(
     turn = await build_turn(state, caller, body)
     check_chat_limits(state.settings, turn)
     new = NewResponse(body, caller.tenant_id)
-    context = TurnContext.of(request, turn, caller, on_record=new.record if body.store else None)
+    context = TurnContext.of(
+        request,
+        turn,
+        caller,
+        on_record=new.record if body.store else None,
+        # instructions apply to this request only (OpenAI: never carried over to the next)
+        own_system_prompt=bool(body.instructions),
+    )
     return await guarded(
         request,
         state,

@@ -41,6 +41,10 @@ class TurnContext:
     # Provider headers the door passes on (Anthropic's version and beta flags); the LLM client
     # sends them only to deployments of that provider.
     upstream_headers: Mapping[str, str] = field(default_factory=dict)
+    # ``request.messages[0]`` is this request's own system prompt (Responses' ``instructions``):
+    # sent first for this request only, in place of none stored; never stored, never carried
+    # over to the next request.
+    own_system_prompt: bool = False
 
     @classmethod
     def of(
@@ -51,6 +55,7 @@ class TurnContext:
         *,
         on_record: RecordHook | None = None,
         upstream_headers: Mapping[str, str] | None = None,
+        own_system_prompt: bool = False,
     ) -> TurnContext:
         """The turn of an HTTP request: its id and arrival time as the middleware noted them."""
         return cls(
@@ -60,4 +65,5 @@ class TurnContext:
             started=getattr(http.state, "started", None) or time.perf_counter(),
             on_record=on_record,
             upstream_headers=upstream_headers or {},
+            own_system_prompt=own_system_prompt,
         )

@@ -110,6 +110,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     incoming = [
         m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages
     ]
+    own_system = _own_system_prompt(state, context, incoming)
     hashes = [content_hash(m) for m in incoming]
     budget = TokenBudget(
         input_budget(
@@ -140,6 +141,8 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         stored = _stored_cache_state(resolved) if policy.enabled else None
         shape = measure_turn(resolved, new)
         budget.system, budget.current = shape.system_tokens, shape.current_tokens
+        if own_system is not None:
+            budget.system += own_system.token_count
         # Compaction if due, memory bundle, long-term memories: what they take is reserved.
         memory = await prepare_memory(state, context, session, resolved, new, budget)
         budget.memory = memory.reserved_tokens
@@ -155,6 +158,8 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             artifact_turns=0 if stored else state.settings.historical_turns,
             cache_state=stored,
         )
+        if own_system is not None:
+            window.system.insert(0, own_system)
         attachments = await attachment_service.artifacts(
             session, context.caller.tenant_id, request.attachments
         )
@@ -212,6 +217,18 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         cache_state=moved,
         upstream_headers=context.upstream_headers,
     )
+
+
+def _own_system_prompt(
+    state: AppState, context: TurnContext, incoming: list[dict[str, Any]]
+) -> ConversationMessage | None:
+    """Take the request's own system prompt out of what is stored (``own_system_prompt``):
+    it is sent first, before the stored conversation, for this request only."""
+    if not context.own_system_prompt or not incoming or incoming[0]["role"] != "system":
+        return None
+    message = incoming.pop(0)
+    count = state.tokens.count_message(message, context.request.model)
+    return ConversationMessage(**message, token_count=count, stored=False)
 
 
 def _stored_cache_state(resolved: ResolvedConversation) -> CacheState:

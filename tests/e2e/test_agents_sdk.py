@@ -104,19 +104,21 @@ def get(server: ContextgateServer, path: str) -> dict[str, Any]:
 
 
 def check_stored_loop(server: ContextgateServer, response_ids: list[str]) -> None:
-    """One conversation: instructions, the question, the tool call, its result, the answer."""
-    conversations = {get(server, f"/responses/{rid}")["conversation_id"] for rid in response_ids}
+    """One conversation: the question, the tool call, its result, the answer; the agent's
+    instructions are each response's own."""
+    responses = [get(server, f"/responses/{rid}") for rid in response_ids]
+    assert [r["instructions"] for r in responses] == [INSTRUCTIONS, INSTRUCTIONS]
+    conversations = {r["conversation_id"] for r in responses}
     assert len(conversations) == 1, "the second call started a new conversation"
     stored = get(server, f"/conversations/{conversations.pop()}")["messages"]
-    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
-    assert stored[0]["content"] == INSTRUCTIONS
-    call = stored[2]["tool_calls"][0]
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
+    call = stored[1]["tool_calls"][0]
     assert call["function"]["name"] == "get_weather"
     assert orjson.loads(call["function"]["arguments"]) == {"city": "Paris"}
-    assert stored[3]["tool_call_id"] == call["id"]
-    assert stored[3]["content"] == "sunny, 21C in Paris"
-    assert stored[4]["content"] == "Tool results: sunny, 21C in Paris"
-    assert stored[2]["reasoning_steps"][0]["result"] == "sunny, 21C in Paris"
+    assert stored[2]["tool_call_id"] == call["id"]
+    assert stored[2]["content"] == "sunny, 21C in Paris"
+    assert stored[3]["content"] == "Tool results: sunny, 21C in Paris"
+    assert stored[1]["reasoning_steps"][0]["result"] == "sunny, 21C in Paris"
 
 
 def check_upstream_saw_the_loop(fake: FakeUpstream) -> None:

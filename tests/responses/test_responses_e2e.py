@@ -121,7 +121,8 @@ def test_create_answers_as_openai_with_contextgates_fields(
     sent = last_chat(fake_upstream)
     assert sent[0] == {"role": "system", "content": "Be brief."}
     assert sent[-1]["content"] == "hello there"
-    assert [m["role"] for m in stored(sdk, conversation_id)] == ["system", "user", "assistant"]
+    # instructions belong to the response (GET answers them), not to the conversation
+    assert [m["role"] for m in stored(sdk, conversation_id)] == ["user", "assistant"]
 
 
 def test_stream_is_openais_typed_events(sdk: openai.OpenAI) -> None:
