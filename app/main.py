@@ -14,6 +14,7 @@ from app.attachments.router import router as attachments_router
 from app.cache.factory import build_summary_cache
 from app.chat.router import router as chat_router
 from app.context.tokens import TokenCounter
+from app.conversations.claims import HeadClaims
 from app.conversations.router import router as conversations_router
 from app.core.access_log import AccessLogMiddleware
 from app.core.database import create_database
@@ -104,6 +105,7 @@ def build_state(settings: Settings) -> AppState:
         limits=build_key_limits(settings, database, redis),
         auth_throttle=build_auth_throttle(settings, redis),
         memory=MemoryRuntime(settings, database, redis),
+        continuations=HeadClaims(ttl_s=settings.request_timeout_s + 60),
         keys=keys,
         redis=redis,
         key_resolver=keys.resolve if keys is not None else None,

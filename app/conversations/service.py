@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.cache_policy import CacheState
 from app.context.tokens import text_of
+from app.conversations.counters import Counters
 from app.conversations.fingerprint import (
     chain_hashes,
     content_hash,
@@ -22,11 +23,12 @@ from app.conversations.messages import (
     to_conversation_message,
 )
 from app.conversations.repository import conversation_repository as repository
-from app.core.errors import NotFound
+from app.core.errors import Conflict, NotFound
 from app.db.models import Conversation, ConversationSummaryRow, new_id
 
 __all__ = [
     "ConversationService",
+    "HeadMoved",
     "ResolvedConversation",
     "conversation_service",
 ]
@@ -42,6 +44,19 @@ def _cache_values(state: CacheState) -> dict[str, int]:
     }
 
 
+class HeadMoved(Conflict):
+    """The conversation grew past the position a turn must continue from (``at``): another
+    turn was stored there since. The caller branches off at ``at`` instead."""
+
+    def __init__(self, conversation_id: str, at: int) -> None:
+        super().__init__(
+            "The conversation moved on while this request was starting; retry it.",
+            code="conversation_moved",
+        )
+        self.conversation_id = conversation_id
+        self.at = at
+
+
 @dataclass(slots=True)
 class ResolvedConversation:
     conversation_id: str
@@ -49,6 +64,9 @@ class ResolvedConversation:
     new_start: int  # incoming[new_start:] are the messages not stored yet
     # The conversation's active summaries when read with it (None: not read yet).
     summaries: list[ConversationSummaryRow] | None = None
+    # Continue exactly after the first ``at`` stored messages (Responses'
+    # previous_response_id): a turn stored after another one got there first goes on a branch.
+    at: int | None = None
 
     @property
     def is_new(self) -> bool:
@@ -63,7 +81,11 @@ class ConversationService:
         incoming: list[dict[str, Any]],
         incoming_hashes: list[str],
         conversation_id: str | None,
+        *,
+        at: int | None = None,
     ) -> ResolvedConversation:
+        """The conversation a turn goes on (by id, else by its leading messages); ``at``: the
+        stored length it must still have (else ``HeadMoved``)."""
         if conversation_id is not None:
             conversation, summaries = await repository.get_with_summaries(
                 session, tenant_id, conversation_id
@@ -74,8 +96,10 @@ class ConversationService:
                     param="conversation_id",
                     code="conversation_not_found",
                 )
+            if at is not None and conversation.message_count != at:
+                raise HeadMoved(conversation.id, at)
             start = await self._new_start(session, conversation, incoming_hashes)
-            return ResolvedConversation(conversation.id, conversation, start, summaries)
+            return ResolvedConversation(conversation.id, conversation, start, summaries, at)
         return await self._match_by_prefix(session, tenant_id, incoming_hashes)
 
     async def _new_start(
@@ -128,9 +152,18 @@ class ConversationService:
         request_id: str | None = None,
         prompt_tokens: int | None = None,
         cache_state: CacheState | None = None,
+        at: int | None = None,
     ) -> Conversation:
-        """Append messages at the current end (locking the conversation row), exactly once."""
+        """Append messages at the current end (locking the conversation row), exactly once.
+
+        ``at``: the messages go after the first ``at`` stored ones; when the conversation has
+        grown past that meanwhile, they go on a branch holding those ``at`` messages (decided
+        under the row lock: of two turns continuing the same end, the second branches)."""
         conversation = await repository.get(session, tenant_id, conversation_id, for_update=True)
+        if conversation is not None and at is not None and conversation.message_count != at:
+            branch = await self.fork(session, tenant_id, conversation.id, at)
+            conversation = await repository.get(session, tenant_id, branch, for_update=True)
+            assert conversation is not None
         if conversation is None:
             conversation = Conversation(
                 id=conversation_id,
@@ -173,21 +206,22 @@ class ConversationService:
         request_id: str | None = None,
         prompt_tokens: int | None = None,
         cache_state: CacheState | None = None,
-    ) -> None:
+    ) -> str:
         """Store a request's turn: a conversation read by this request advances with one
-        guarded UPDATE (``append_continuing``), a new one is created by ``append``."""
+        guarded UPDATE (``append_continuing``), a new one is created by ``append``. Returns
+        the conversation it went to: a branch when it had to continue ``resolved.at``."""
         if resolved.conversation is not None:
-            await self.append_continuing(
+            return await self.append_continuing(
                 session, tenant_id, resolved.conversation, messages,
                 model=model, request_id=request_id, prompt_tokens=prompt_tokens,
-                cache_state=cache_state,
+                cache_state=cache_state, at=resolved.at,
             )  # fmt: skip
-        else:
-            await self.append(
-                session, tenant_id, resolved.conversation_id, messages,
-                model=model, request_id=request_id, prompt_tokens=prompt_tokens,
-                cache_state=cache_state,
-            )  # fmt: skip
+        stored = await self.append(
+            session, tenant_id, resolved.conversation_id, messages,
+            model=model, request_id=request_id, prompt_tokens=prompt_tokens,
+            cache_state=cache_state,
+        )  # fmt: skip
+        return stored.id
 
     async def append_continuing(
         self,
@@ -200,14 +234,16 @@ class ConversationService:
         request_id: str | None = None,
         prompt_tokens: int | None = None,
         cache_state: CacheState | None = None,
-    ) -> None:
+        at: int | None = None,
+    ) -> str:
         """``append`` to a conversation this request read earlier, without locking it first.
 
         One UPDATE guarded by the counters read earlier, then one INSERT of the messages; when
         the conversation changed meanwhile (a concurrent turn), the guard matches nothing and
-        this falls back to ``append``, which locks the row and appends at the current end.
+        this falls back to ``append``, which locks the row and appends at the current end (or,
+        with ``at``, on a branch). Returns the conversation the messages went to.
         """
-        draft = _Counters.of(known)
+        draft = Counters.of(known)
         call_turns = await self._call_turns(session, draft, messages)
         rows = [self._next_row(draft, message, request_id, call_turns) for message in messages]
         values: dict[str, Any] = {**draft.counters(), "model": model}
@@ -216,11 +252,11 @@ class ConversationService:
         if cache_state is not None:
             values |= _cache_values(cache_state)
         if rows and await repository.update_if_unchanged(
-            session, tenant_id, known.id, _Counters.of(known).counters(), values
+            session, tenant_id, known.id, Counters.of(known).counters(), values
         ):
             await repository.insert_messages(session, rows)
-            return
-        await self.append(
+            return known.id
+        stored = await self.append(
             session,
             tenant_id,
             known.id,
@@ -229,12 +265,14 @@ class ConversationService:
             request_id=request_id,
             prompt_tokens=prompt_tokens,
             cache_state=cache_state,
+            at=at,
         )
+        return stored.id
 
     async def _call_turns(
         self,
         session: AsyncSession,
-        conversation: Conversation | _Counters,
+        conversation: Conversation | Counters,
         messages: list[ConversationMessage],
     ) -> dict[str, int]:
         """Turns of the stored tool calls that the tool results among ``messages`` answer."""
@@ -252,7 +290,7 @@ class ConversationService:
 
     def _next_row(
         self,
-        conversation: Conversation | _Counters,
+        conversation: Conversation | Counters,
         message: ConversationMessage,
         request_id: str | None,
         call_turns: dict[str, int],
@@ -344,49 +382,6 @@ class ConversationService:
         await session.flush()
         await repository.copy_messages(session, source.id, fork.id, upto)
         return fork.id
-
-
-@dataclass(slots=True)
-class _Counters:
-    """A conversation's running counters, advanced by ``_next_row`` without touching the row."""
-
-    id: str
-    tenant_id: str
-    message_count: int
-    total_tokens: int
-    turn_count: int
-    system_prompt_count: int
-    system_prompt_tokens: int
-    last_user_sequence: int | None
-    last_user_start_tokens: int
-    head_hash: str
-
-    @classmethod
-    def of(cls, conversation: Conversation) -> _Counters:
-        return cls(
-            id=conversation.id,
-            tenant_id=conversation.tenant_id,
-            message_count=conversation.message_count,
-            total_tokens=conversation.total_tokens,
-            turn_count=conversation.turn_count,
-            system_prompt_count=conversation.system_prompt_count,
-            system_prompt_tokens=conversation.system_prompt_tokens,
-            last_user_sequence=conversation.last_user_sequence,
-            last_user_start_tokens=conversation.last_user_start_tokens,
-            head_hash=conversation.head_hash,
-        )
-
-    def counters(self) -> dict[str, Any]:
-        return {
-            "message_count": self.message_count,
-            "total_tokens": self.total_tokens,
-            "turn_count": self.turn_count,
-            "system_prompt_count": self.system_prompt_count,
-            "system_prompt_tokens": self.system_prompt_tokens,
-            "last_user_sequence": self.last_user_sequence,
-            "last_user_start_tokens": self.last_user_start_tokens,
-            "head_hash": self.head_hash,
-        }
 
 
 def _title(messages: list[ConversationMessage]) -> str | None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from app.cache.summary import SummaryCache
     from app.context.tokens import TokenCounter
+    from app.conversations.claims import HeadClaims
     from app.keys.auth import Caller
     from app.keys.limits import KeyLimits
     from app.keys.service import KeyService
@@ -45,6 +46,8 @@ class AppState:
     auth_throttle: AuthThrottle
     # Compaction locks and retrieval caches of the memory domain.
     memory: MemoryRuntime
+    # Conversation ends that turns of this process continue (Responses' previous_response_id).
+    continuations: HeadClaims
     # Virtual keys: issue, list, revoke, resolve (None without CONTEXTGATE_MASTER_KEY).
     keys: KeyService | None = None
     # One Redis client shared by the limits and the memory locks (None: no CONTEXTGATE_REDIS_URL).

@@ -37,10 +37,13 @@ __all__ = ["NewResponse", "build_turn"]
 
 async def build_turn(
     state: AppState, caller: Caller, body: ResponsesRequest
-) -> ChatCompletionRequest:
-    """The request as one chat turn; ``previous_response_id`` continues (or branches)."""
+) -> tuple[ChatCompletionRequest, int | None]:
+    """The request as one chat turn; ``previous_response_id`` continues (or branches): the
+    stored length the conversation must still have for the turn to go on it (TurnContext's
+    ``continue_at``), else None."""
     messages = chat_messages(body)
     params = chat_params(body)
+    at: int | None = None
     if body.previous_response_id is not None:
         if body.conversation_id is not None:
             raise BadRequest(
@@ -52,6 +55,7 @@ async def build_turn(
         )
         if start.conversation_id is not None:
             params["conversation_id"] = start.conversation_id
+            at = start.at
         else:  # store=false: the stored history is sent as it is, nothing is stored
             system = messages[:1] if body.instructions else []
             messages = [*system, *start.history, *messages[len(system) :]]
@@ -60,12 +64,13 @@ async def build_turn(
     if not messages:
         raise BadRequest("'input' must not be empty.", param="input", code="empty_input")
     try:
-        return ChatCompletionRequest.model_validate(
+        turn = ChatCompletionRequest.model_validate(
             {"model": body.model, "messages": messages, **params}
         )
     except ValidationError as error:
         first = error.errors()[0]
         raise BadRequest(f"Invalid input: {first.get('msg')}", param="input") from None
+    return turn, at
 
 
 @dataclass(slots=True)

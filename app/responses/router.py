@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.background import BackgroundTask
 
+from app.conversations.service import HeadMoved
 from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits
@@ -35,7 +38,7 @@ async def create_response(
 ) -> Response:
     if body.conversation_id is None and x_conversation_id:
         body.conversation_id = x_conversation_id
-    turn = await build_turn(state, caller, body)
+    turn, at = await build_turn(state, caller, body)
     check_chat_limits(state.settings, turn)
     new = NewResponse(body, caller.tenant_id)
     context = TurnContext.of(
@@ -45,6 +48,7 @@ async def create_response(
         on_record=new.record if body.store else None,
         # instructions apply to this request only (OpenAI: never carried over to the next)
         own_system_prompt=bool(body.instructions),
+        continue_at=at,
     )
     return await guarded(
         request,
@@ -57,6 +61,38 @@ async def create_response(
 
 
 async def _answer(state: AppState, context: TurnContext, new: NewResponse) -> Response:
+    """Answer; a continuation of a conversation's end (previous_response_id) claims that end
+    for its turn, and branches when another turn continues it already."""
+    at, conversation_id = context.continue_at, context.request.conversation_id
+    if at is None or conversation_id is None:
+        return await _respond(state, context, new)
+    head = (conversation_id, at)
+    claims = state.continuations
+    if not claims.claim(head):  # another turn of this process is continuing that end
+        return await _respond(state, await _branched(state, context, head), new)
+    try:
+        try:
+            response = await _respond(state, context, new)
+        except HeadMoved:  # another replica's turn was stored there before this one was read
+            response = await _respond(state, await _branched(state, context, head), new)
+    except BaseException:
+        claims.release(head)
+        raise
+    if isinstance(response, StreamingResponse):  # held until the stream is sent (or lapses)
+        response.background = BackgroundTask(claims.release, head)
+    else:
+        claims.release(head)
+    return response
+
+
+async def _branched(state: AppState, context: TurnContext, head: tuple[str, int]) -> TurnContext:
+    """The same turn on a new branch holding the conversation's first ``head[1]`` messages."""
+    branch = await response_service.branch(state.database, context.caller.tenant_id, *head)
+    request = context.request.model_copy(update={"conversation_id": branch})
+    return replace(context, request=request, continue_at=None)
+
+
+async def _respond(state: AppState, context: TurnContext, new: NewResponse) -> Response:
     if context.request.stream:
         stream = await open_turn_stream(state, context, new.stream_renderer)
         prepared = stream.prepared

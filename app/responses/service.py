@@ -25,6 +25,7 @@ class StartPoint:
     """Where a response with ``previous_response_id`` goes on from."""
 
     conversation_id: str | None = None  # continue this stored conversation
+    at: int | None = None  # exactly after this many of its messages (else: branch)
     history: list[dict[str, Any]] = field(default_factory=list)  # store=false: sent as they are
 
 
@@ -60,12 +61,16 @@ class ResponseService:
                 messages = await conversation_service.messages(session, conversation)
                 return StartPoint(history=[_resent(m) for m in messages[: record.end_sequence]])
             if conversation.message_count == record.end_sequence:
-                return StartPoint(conversation_id=conversation.id)
-        async with database.writing() as session:
-            fork = await conversation_service.fork(
-                session, tenant_id, record.conversation_id, record.end_sequence
-            )
+                return StartPoint(conversation_id=conversation.id, at=record.end_sequence)
+        fork = await self.branch(database, tenant_id, record.conversation_id, record.end_sequence)
         return StartPoint(conversation_id=fork)
+
+    async def branch(
+        self, database: Database, tenant_id: str, conversation_id: str, upto: int
+    ) -> str:
+        """A new conversation holding the first ``upto`` messages of this one."""
+        async with database.writing() as session:
+            return await conversation_service.fork(session, tenant_id, conversation_id, upto)
 
     async def mark_incomplete(
         self, database: Database, tenant_id: str, response_id: str, reason: str

@@ -45,6 +45,10 @@ class TurnContext:
     # sent first for this request only, in place of none stored; never stored, never carried
     # over to the next request.
     own_system_prompt: bool = False
+    # With ``request.conversation_id``: continue exactly after this many stored messages
+    # (Responses' previous_response_id). The conversation grown past it before the turn is
+    # read: ``HeadMoved``; before it is stored: the turn is stored on a branch.
+    continue_at: int | None = None
 
     @classmethod
     def of(
@@ -56,6 +60,7 @@ class TurnContext:
         on_record: RecordHook | None = None,
         upstream_headers: Mapping[str, str] | None = None,
         own_system_prompt: bool = False,
+        continue_at: int | None = None,
     ) -> TurnContext:
         """The turn of an HTTP request: its id and arrival time as the middleware noted them."""
         return cls(
@@ -66,4 +71,5 @@ class TurnContext:
             on_record=on_record,
             upstream_headers=upstream_headers or {},
             own_system_prompt=own_system_prompt,
+            continue_at=continue_at,
         )

@@ -122,7 +122,12 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     )
     async with state.database.reading() as session:
         resolved = await conversation_service.resolve(
-            session, context.caller.tenant_id, incoming, hashes, request.conversation_id
+            session,
+            context.caller.tenant_id,
+            incoming,
+            hashes,
+            request.conversation_id,
+            at=context.continue_at,
         )
         # Large texts are counted in the token pool: the loop serves other requests meanwhile.
         await state.tokens.precount_messages(incoming[resolved.new_start :], model)
@@ -321,7 +326,8 @@ async def record(
     async with state.database.writing() as session:
         resolved = prepared.resolved
         if resolved is not None and answer is not None:
-            await conversation_service.append_turn(
+            # A turn that had to continue a given position may land on a branch (``at``).
+            resolved.conversation_id = await conversation_service.append_turn(
                 session,
                 prepared.caller.tenant_id,
                 resolved,

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app.conversations.service import conversation_service
+from app.conversations.service import HeadMoved, conversation_service
 from app.core.database import Database, create_database
 from app.db.models import Conversation, new_id
 from tests.integration.test_repositories import MODEL, TENANT, TURN, append, message
@@ -84,3 +84,52 @@ async def test_a_turn_stored_meanwhile_falls_back_to_the_current_end(db: Databas
     assert [r[1] for r in rows] == [0, 1, 1, 2, 2, 3, 3]
     assert conversation.message_count == 7
     assert conversation.turn_count == 3
+
+
+async def _continue_at(db: Database, known: Conversation, text: str) -> str:
+    async with db.writing() as session:
+        return await conversation_service.append_continuing(
+            session,
+            TENANT,
+            known,
+            [message("user", text), message("assistant", f"Echo: {text}")],
+            model=MODEL,
+            at=known.message_count,
+        )
+
+
+async def test_a_turn_that_must_continue_an_end_taken_meanwhile_goes_on_a_branch(
+    db: Database,
+) -> None:
+    """Responses' previous_response_id: two turns read the same end; the first stored goes on
+    the conversation, the second on a branch holding that end and nothing after it."""
+    conversation_id = new_id("conv")
+    await append(db, conversation_id, TURN)
+    known, _ = await _stored(db, conversation_id)
+    assert await _continue_at(db, known, "first") == conversation_id
+    branch = await _continue_at(db, known, "second")
+    assert branch != conversation_id
+    (original, rows), (forked, branch_rows) = (
+        await _stored(db, conversation_id),
+        await _stored(db, branch),
+    )
+    assert original.message_count == forked.message_count == 5
+    assert [r[2] for r in rows] == [r[2] for r in branch_rows]
+    async with db.reading() as session:
+        texts = [m.content for m in await conversation_service.messages(session, forked)]
+    assert texts == ["be brief", "hello", "Echo: hello", "second", "Echo: second"]
+    assert forked.turn_count == original.turn_count == 2
+
+
+async def test_resolving_an_end_that_moved_says_so(db: Database) -> None:
+    conversation_id = new_id("conv")
+    await append(db, conversation_id, TURN)
+    await append(db, conversation_id, [message("user", "more"), message("assistant", "ok")])
+    async with db.reading() as session:
+        with pytest.raises(HeadMoved) as moved:
+            await conversation_service.resolve(session, TENANT, [], [], conversation_id, at=3)
+        assert (moved.value.conversation_id, moved.value.at) == (conversation_id, 3)
+        resolved = await conversation_service.resolve(
+            session, TENANT, [], [], conversation_id, at=5
+        )
+    assert (resolved.conversation_id, resolved.at) == (conversation_id, 5)
