@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 
 import app  # noqa: F401  (offline defaults first)
 from app.cli import run_migrations
@@ -35,6 +36,8 @@ from app.memories.runtime import MemoryRuntime
 from bench.retrieval_data import DISTRACTORS, LEXICAL, PARAPHRASED
 
 KS = (1, 3, 8)
+# Writes (one new memory each) timed by their next query, per kind of question.
+_WRITES = 10
 _STOP = FUNCTION_WORDS
 
 
@@ -218,12 +221,49 @@ async def latency(url: str, count: int, queries: int) -> dict[str, float]:
             timings.append(elapsed)
     while state.background:  # the lazily computed vectors being saved
         await asyncio.gather(*list(state.background), return_exceptions=True)
+
+    async def timed(query: str) -> float:
+        started = time.perf_counter()
+        async with state.database.reading() as session:
+            await retrieve(
+                state, session, "default", "bench-user", query, count=count_tokens, notes=[]
+            )
+        return (time.perf_counter() - started) * 1000
+
     # A rebuilt index now reads the stored vectors instead of computing them.
     state.memory = MemoryRuntime(settings, state.database)
-    started = time.perf_counter()
-    async with state.database.reading() as session:
-        await retrieve(state, session, "default", "bench-user", "tea", count=count_tokens, notes=[])
-    rebuilt = (time.perf_counter() - started) * 1000
+    rebuilt = await timed("tea")
+    # The first query after another writer stored one new memory (as a second worker would),
+    # background work settled before each write: a question sharing no word with the new
+    # memory, and one that does (its BM25 must include the new memory).
+    after_write: dict[str, list[float]] = {"unrelated": [], "shared": []}
+    for i in range(_WRITES):
+        for kind in after_write:
+            while state.background:
+                await asyncio.gather(*list(state.background), return_exceptions=True)
+            code = 4100 + 2 * i + (kind == "shared")
+            async with state.database.writing() as session:
+                session.add(
+                    Memory(
+                        tenant_id="default",
+                        user_id="bench-user",
+                        content=f"The storage unit code is {code}, gate {i % 7}",
+                        memory_type="fact",
+                    )
+                )
+            query = (
+                f"Which gate is storage unit {code} at?"
+                if kind == "shared"
+                else questions[i % len(questions)]
+            )
+            after_write[kind].append(await timed(query))
+    while state.background:
+        await asyncio.gather(*list(state.background), return_exceptions=True)
+    # ... and after one was deleted (the count drops, no row says which).
+    async with state.database.writing() as session:
+        victim = await session.scalar(select(Memory).where(Memory.user_id == "bench-user"))
+        await session.delete(victim)
+    after_delete = await timed("tea")
     await state.database.dispose()
     timings.sort()
     return {
@@ -231,6 +271,11 @@ async def latency(url: str, count: int, queries: int) -> dict[str, float]:
         "rebuild_stored_ms": rebuilt,
         "p50_ms": statistics.median(timings),
         "p99_ms": timings[max(0, int(len(timings) * 0.99) - 1)],
+        "after_write_unrelated_p50_ms": statistics.median(after_write["unrelated"]),
+        "after_write_unrelated_max_ms": max(after_write["unrelated"]),
+        "after_write_shared_p50_ms": statistics.median(after_write["shared"]),
+        "after_write_shared_max_ms": max(after_write["shared"]),
+        "after_delete_ms": after_delete,
     }
 
 

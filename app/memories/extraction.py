@@ -7,6 +7,7 @@ import logging
 from app.core.state import AppState
 from app.memories.compaction import render_transcript
 from app.memories.embeddings import EmbeddingFailed, embed
+from app.memories.index_refresh import refresh_soon
 from app.memories.llm_json import SummarizerFailed, call_json
 from app.memories.prompts import EXTRACT_SYSTEM, extract_user
 from app.memories.repository import memory_repository
@@ -104,6 +105,7 @@ async def extract_memories(
             except MemoryQuotaExceeded:  # the tenant's quota: the rest is not stored
                 logger.warning("memory quota reached", extra={"tenant_id": tenant_id})
                 break
+    refresh_soon(state, tenant_id, user)
     return len(output.memories)
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, ValidationError
 from app.core.state import AppState
 from app.llm.client import Completion, StreamHandle
 from app.llm.responses import Usage
+from app.memories.index_refresh import refresh_soon
 from app.memories.schemas import MemoryType
 from app.memories.service import NewMemory, memory_service
 
@@ -133,6 +134,8 @@ async def _store(state: AppState, prepared: Prepared, calls: list[dict[str, Any]
             )
             stored.append(memory.id)
             results.append(f"Remembered ({memory.id}).")
+    if stored:
+        refresh_soon(state, prepared.caller.tenant_id, request.user)
     prepared.utilization.memories_remembered.extend(stored)
     return results
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,7 +14,7 @@ from app.conversations.repository import conversation_repository
 from app.db.models import Conversation, ConversationSummaryRow, Memory, Message
 from app.db.repository import TenantRepository
 
-__all__ = ["MemoryRepository", "TurnSpan", "memory_repository"]
+__all__ = ["INDEX_COLUMNS", "MemoryRepository", "TurnSpan", "memory_repository"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,21 @@ class TurnSpan:
 
 
 _summaries = TenantRepository(ConversationSummaryRow)
+_IN_CHUNK = 500
+
+# What a retrieval index reads of a memory (app/memories/memory_index.py, ``MemoryRow``).
+INDEX_COLUMNS = (
+    Memory.id,
+    Memory.content,
+    Memory.memory_type,
+    Memory.importance,
+    Memory.created_at,
+    Memory.updated_at,
+    Memory.embedding,
+    Memory.embedding_model,
+    Memory.key,
+    Memory.superseded_by,
+)
 
 
 class MemoryRepository(TenantRepository[Memory]):
@@ -131,18 +147,13 @@ class MemoryRepository(TenantRepository[Memory]):
         statement = statement.order_by(Memory.created_at, Memory.id)
         return list((await session.execute(statement)).scalars())
 
-    async def memory_rows(self, session: AsyncSession, tenant_id: str, user: str) -> list[Any]:
-        """The active memories' retrieval columns only (no ORM objects: cheaper for 10,000s)."""
+    async def memory_rows(
+        self, session: AsyncSession, tenant_id: str, user: str, ids: Sequence[str] | None = None
+    ) -> list[Any]:
+        """The active free-text memories' retrieval columns (``INDEX_COLUMNS``; no ORM objects:
+        cheaper for 10,000s), or those of ``ids`` among them."""
         statement = (
-            select(
-                Memory.id,
-                Memory.content,
-                Memory.memory_type,
-                Memory.importance,
-                Memory.updated_at,
-                Memory.embedding,
-                Memory.embedding_model,
-            )
+            select(*INDEX_COLUMNS)
             .where(
                 self.tenant_clause(tenant_id),
                 Memory.user_id == user,
@@ -151,7 +162,41 @@ class MemoryRepository(TenantRepository[Memory]):
             )
             .order_by(Memory.created_at, Memory.id)
         )
+        if ids is None:
+            return list((await session.execute(statement)).all())
+        rows: list[Any] = []
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = statement.where(Memory.id.in_(ids[start : start + _IN_CHUNK]))
+            rows.extend((await session.execute(chunk)).all())
+        return rows
+
+    async def memory_changes(
+        self, session: AsyncSession, tenant_id: str, user: str, since: datetime
+    ) -> list[Any]:
+        """Every memory of the user updated at or after ``since``, superseded ones and facts
+        included (``INDEX_COLUMNS``): what a retrieval index must apply to catch up."""
+        statement = (
+            select(*INDEX_COLUMNS)
+            .where(
+                self.tenant_clause(tenant_id),
+                Memory.user_id == user,
+                Memory.updated_at >= since,
+            )
+            .order_by(Memory.created_at, Memory.id)
+        )
         return list((await session.execute(statement)).all())
+
+    async def active_memory_ids(
+        self, session: AsyncSession, tenant_id: str, user: str, *, facts: bool
+    ) -> list[str]:
+        """The ids of the user's active free-text memories (``facts``: of their facts)."""
+        statement = select(Memory.id).where(
+            self.tenant_clause(tenant_id),
+            Memory.user_id == user,
+            Memory.superseded_by.is_(None),
+            Memory.key.is_not(None) if facts else Memory.key.is_(None),
+        )
+        return list((await session.execute(statement)).scalars())
 
     async def memory_signature(
         self, session: AsyncSession, tenant_id: str, user: str

@@ -10,6 +10,7 @@ from app.core.deps import CallerDep, StateDep
 from app.db.models import Memory
 from app.memories.embeddings import EmbeddingFailed, embed
 from app.memories.facts import upsert_fact
+from app.memories.index_refresh import refresh_soon
 from app.memories.schemas import MemoryCreate, MemoryDeleted, MemoryList, MemoryOut, UserForgotten
 from app.memories.service import NewMemory, memory_service
 
@@ -82,6 +83,7 @@ async def add_memory(body: MemoryCreate, caller: CallerDep, state: StateDep) -> 
             dedupe_threshold=state.settings.memory_dedupe_similarity,
             quota=state.settings.tenant_max_memories,
         )
+    refresh_soon(state, caller.tenant_id, body.user)
     return _out(memory)
 
 

@@ -30,6 +30,8 @@ class MemoryRuntime:
         )
         # (tenant, user) -> (signature, index); a signature check per request keeps it honest.
         self._indexes: OrderedDict[tuple[str, str], tuple[Any, Any]] = OrderedDict()
+        # One refresh of a user's index at a time (it is updated in place).
+        self._index_locks: dict[tuple[str, str], asyncio.Lock] = {}
         # Conversations' message vectors for message recall, loaded incrementally.
         self.recall_vectors = VectorCache()
 
@@ -39,6 +41,19 @@ class MemoryRuntime:
             return None
         self._indexes.move_to_end(key)
         return entry[1]
+
+    def cached_entry(self, key: tuple[str, str]) -> tuple[Any, Any] | None:
+        """(signature, index) of ``key``, whatever the signature."""
+        return self._indexes.get(key)
+
+    def index_lock(self, key: tuple[str, str]) -> asyncio.Lock:
+        lock = self._index_locks.get(key)
+        if lock is None:
+            if len(self._index_locks) > 4 * _INDEX_CACHE_SIZE:  # forget the idle ones
+                for old in [k for k, v in self._index_locks.items() if not v.locked()]:
+                    del self._index_locks[old]
+            lock = self._index_locks[key] = asyncio.Lock()
+        return lock
 
     def store_index(self, key: tuple[str, str], signature: Any, index: Any) -> None:
         self._indexes[key] = (signature, index)

@@ -7,10 +7,12 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import NotFound, RateLimited
 from app.db.models import Memory, utcnow
+from app.memories.embedder import decode_vector, encode_vector
 from app.memories.repository import memory_repository as repository
 
 __all__ = ["MemoryQuotaExceeded", "MemoryService", "NewMemory", "memory_service", "text_similarity"]
@@ -26,12 +28,18 @@ def text_similarity(a: str, b: str) -> float:
     return len(left & right) / len(left | right)
 
 
-def _cosine(a: list[float], b: list[float]) -> float:
+def _cosine(a: list[float], stored: bytes) -> float:
+    """Cosine of a new vector and a stored one (float32 blob)."""
+    b = decode_vector(stored).tolist()
     if len(a) != len(b):
         return 0.0
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
+
+
+def _blob(vector: list[float] | None) -> bytes | None:
+    return encode_vector(np.asarray(vector)) if vector is not None else None
 
 
 @dataclass(slots=True)
@@ -104,19 +112,22 @@ class MemoryService:
                 confidence=new.confidence,
                 source=new.source,
                 conversation_id=new.conversation_id,
-                embedding=new.embedding,
-                embedding_model=new.embedding_model,
+                embedding=_blob(new.embedding),
+                embedding_model=new.embedding_model if new.embedding is not None else None,
                 created_at=now,
                 updated_at=now,
             )
             session.add(current)
         else:
+            if new.embedding is not None:
+                current.embedding = _blob(new.embedding)
+                current.embedding_model = new.embedding_model
+            elif new.content != current.content:  # the old vector says the old content
+                current.embedding = current.embedding_model = None
             current.content = new.content
             current.memory_type = new.memory_type
             current.importance = max(current.importance, new.importance)
             current.confidence = max(current.confidence, new.confidence)
-            current.embedding = new.embedding or current.embedding
-            current.embedding_model = new.embedding_model or current.embedding_model
             current.updated_at = now
         await session.flush()
         if new.supersedes:

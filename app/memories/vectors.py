@@ -1,8 +1,8 @@
 """Vectors stored with their rows, computed off the request path.
 
-- Memories keep theirs in ``memories.embedding`` (JSON floats) with ``embedding_model``; a
-  memory stored without one gets it when its user's index is next built (retrieval.py), and
-  ``save_memory_vectors`` writes it back in the background.
+- Memories keep theirs in ``memories.embedding`` (float32 blobs, ``encode_vector``) with
+  ``embedding_model``; a memory stored without one gets it when its user's index next catches
+  up (index_refresh.py), and ``save_memory_vectors`` writes it back in the background.
 - Messages keep theirs in ``message_vectors`` (float32 blobs): ``schedule_message_vectors``
   embeds a conversation's stored user and assistant messages that have none yet, after the turn
   is stored; recall.py computes the still-missing ones lazily and saves them the same way.
@@ -37,6 +37,7 @@ __all__ = [
     "save_memory_vectors",
     "save_message_vectors",
     "schedule_message_vectors",
+    "spawn",
 ]
 
 logger = logging.getLogger(__name__)
@@ -45,30 +46,33 @@ EMBED_MAX_CHARS = 8000
 _RECALLED_ROLES = ("user", "assistant")
 
 
-def _spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
+def spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
     task = asyncio.get_running_loop().create_task(work)
     state.background.add(task)
     task.add_done_callback(state.background.discard)
 
 
 def save_memory_vectors(
-    state: AppState, tenant_id: str, model: str, vectors: Sequence[tuple[str, np.ndarray]]
+    state: AppState, tenant_id: str, model: str, vectors: Sequence[tuple[str, str, np.ndarray]]
 ) -> None:
-    """Write computed memory vectors back, in the background (``updated_at`` untouched): one
-    executemany of one statement, the vectors as JSON lists (``tolist`` in C)."""
+    """Write computed memory vectors (id, the content embedded, vector) back, in the background
+    (``updated_at`` untouched, so the retrieval signature does not change): one executemany of
+    one statement; a memory whose content changed meanwhile keeps none."""
     if not vectors:
         return
-    ids = [memory_id for memory_id, _ in vectors]
-    matrix = np.stack([vector for _, vector in vectors]).astype(np.float32)
+    rows = [
+        {"b_id": memory_id, "b_content": content, "b_embedding": encode_vector(vector)}
+        for memory_id, content, vector in vectors
+    ]
 
     async def save() -> None:
-        rows = [
-            {"b_id": memory_id, "b_embedding": row}
-            for memory_id, row in zip(ids, matrix.tolist(), strict=True)
-        ]
         statement = (
             update(Memory)
-            .where(Memory.id == bindparam("b_id"), Memory.tenant_id == tenant_id)
+            .where(
+                Memory.id == bindparam("b_id"),
+                Memory.tenant_id == tenant_id,
+                Memory.content == bindparam("b_content"),
+            )
             .values(embedding=bindparam("b_embedding"), embedding_model=model)
             .execution_options(synchronize_session=False)
         )
@@ -79,7 +83,7 @@ def save_memory_vectors(
         except Exception:
             logger.warning("saving memory vectors failed", exc_info=True)
 
-    _spawn(state, save())
+    spawn(state, save())
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,4 +210,4 @@ def schedule_message_vectors(
     """After a turn is stored: embed its messages (and any older ones still without)."""
     if state.embedder is None or not state.settings.message_recall:
         return
-    _spawn(state, _vectorize_conversation(state, tenant_id, conversation_id, user))
+    spawn(state, _vectorize_conversation(state, tenant_id, conversation_id, user))

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from app.core.settings import Settings
 from app.db.models import Memory, MessageVector
-from app.memories.embedder import EMBEDDED_NAME, EmbeddedEmbedder
+from app.memories.embedder import EMBEDDED_NAME, EmbeddedEmbedder, decode_vector
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import app_state, chat, drain, upstream_chats, words
 
@@ -61,7 +61,11 @@ async def test_paraphrased_question_finds_its_memory_with_the_embedded_model(
         rows = (await session.execute(select(Memory).where(Memory.user_id == "zoe"))).scalars()
         stored = list(rows)
     assert {m.embedding_model for m in stored} == {EMBEDDED_NAME}
-    assert all(m.embedding is not None and len(m.embedding) == 256 for m in stored)
+    # float32 blobs, the vectors the index computed (unit length)
+    vectors = [decode_vector(m.embedding) for m in stored if m.embedding is not None]
+    assert len(vectors) == len(stored)
+    assert all(v.shape == (256,) for v in vectors)
+    assert all(abs(float(v @ v) - 1.0) < 1e-5 for v in vectors)
 
 
 async def test_similarity_threshold_keeps_weak_matches_out_but_exact_ids_win(

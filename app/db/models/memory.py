@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, Float, Index, String, Text
+from sqlalchemy import Float, Index, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.models.base import Base, new_id, utcnow
@@ -17,7 +17,7 @@ class Memory(Base):
     __table_args__ = (
         Index("ix_memories_tenant_user", "tenant_id", "user_id", "superseded_by"),
         Index("ix_memories_tenant_user_key", "tenant_id", "user_id", "key"),
-        # Covers the retrieval cache's (count, latest update) signature: rows carry vectors.
+        # Covers the retrieval cache's (count, latest update) signature without reading rows.
         Index("ix_memories_signature", "tenant_id", "user_id", "superseded_by", "updated_at"),
     )
 
@@ -34,7 +34,9 @@ class Memory(Base):
     # "api", or "extraction" (with the conversation it came from)
     source: Mapped[str] = mapped_column(String(20), default="api")
     conversation_id: Mapped[str | None] = mapped_column(String(40), default=None)
-    embedding: Mapped[list[float] | None] = mapped_column(JSON, default=None)
+    # The vector as float32 little-endian bytes (app.memories.embedder.encode_vector), of the
+    # model named in embedding_model; None until computed (retrieval does it lazily).
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary, default=None)
     embedding_model: Mapped[str | None] = mapped_column(String(200), default=None)
     # Set when a newer memory contradicts this one; superseded memories are not retrieved.
     superseded_by: Mapped[str | None] = mapped_column(String(40), default=None)
