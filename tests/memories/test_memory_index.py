@@ -3,6 +3,9 @@ index built from scratch on the same rows starts: same order, vectors, weights a
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -152,3 +155,18 @@ def test_no_vectors_yet_then_the_first_ones() -> None:
     assert index.width == 8
     assert index.has_vector.tolist() == [False, False, False, True]
     assert index.semantic_matrix() is not None
+
+
+def test_importing_app_gives_numpy_one_blas_thread_unless_the_environment_says() -> None:
+    """A similarity search is one matrix-vector product: OpenBLAS threads on busy cores made it
+    ~25x slower (bench/README.md). A deployment's own value wins."""
+    script = "import os, app, numpy; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    for preset, expected in ((None, "1"), ("3", "3")):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        if preset is not None:
+            env["OPENBLAS_NUM_THREADS"] = preset
+        result = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == expected
