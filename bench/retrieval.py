@@ -30,7 +30,8 @@ from app.cli import run_migrations
 from app.core.settings import Settings
 from app.db.models import Memory
 from app.main import build_state
-from app.memories.embedder import FUNCTION_WORDS, EmbeddedEmbedder
+from app.memories.embedded import FUNCTION_WORDS, EmbeddedEmbedder
+from app.memories.embedder import embedded_embedder
 from app.memories.retrieval import Candidate, LexicalIndex, fuse, rank, retrieve
 from app.memories.runtime import MemoryRuntime
 from bench.retrieval_data import DISTRACTORS, LEXICAL, PARAPHRASED
@@ -58,12 +59,14 @@ def order(scores: np.ndarray, limit: int = 50) -> list[int]:
     return [int(i) for i in np.argsort(-scores, kind="stable")[:limit]]
 
 
-def quality(k_values: tuple[int, ...] = (5, 10, 20, 60)) -> dict[str, Any]:
+def quality(
+    choice: str = "embedded", k_values: tuple[int, ...] = (5, 10, 20, 60)
+) -> dict[str, Any]:
     memories = [m for m, _ in PARAPHRASED] + [m for m, _ in LEXICAL] + list(DISTRACTORS)
     questions = [q for _, q in PARAPHRASED] + [q for _, q in LEXICAL]
     gold = list(range(len(PARAPHRASED) + len(LEXICAL)))
     shares = [bool(content_words(questions[i]) & content_words(memories[i])) for i in gold]
-    embedder = EmbeddedEmbedder()
+    embedder = embedded_embedder(choice)
     started = time.perf_counter()
     embedder.load()
     load_s = time.perf_counter() - started
@@ -98,7 +101,7 @@ def quality(k_values: tuple[int, ...] = (5, 10, 20, 60)) -> dict[str, Any]:
     wrong_best = np.asarray([np.max(np.delete(cosine[i], gold[i])) for i in gold])
     all_wrong = np.concatenate([np.delete(cosine[i], gold[i]) for i in gold])
     thresholds = {}
-    for t in (0.15, 0.2, 0.25, 0.3, 0.35, 0.4):
+    for t in (0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45):
         thresholds[t] = {
             "right kept": float(np.mean(right >= t)),
             "wrong per query": float(
@@ -114,6 +117,7 @@ def quality(k_values: tuple[int, ...] = (5, 10, 20, 60)) -> dict[str, Any]:
         "questions": len(questions),
         "no_shared_word": len(groups["no shared word"]),
         "load_s": load_s,
+        "embedder": embedder.name,
         "table": table,
         "right_cosine_pcts": np.percentile(right, [10, 25, 50]).round(3).tolist(),
         "wrong_best_pcts": np.percentile(wrong_best, [50, 90]).round(3).tolist(),
@@ -283,7 +287,7 @@ def report(result: dict[str, Any], timing: dict[str, float] | None) -> None:
     print(
         f"{result['memories']} memories, {result['questions']} questions "
         f"({result['no_shared_word']} share no content word with their memory); "
-        f"embedded model loaded in {result['load_s']:.2f} s"
+        f"embedded model {result['embedder']} loaded in {result['load_s']:.2f} s"
     )
     print("| method | group | recall@1 | recall@3 | recall@8 | MRR |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -312,8 +316,11 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument(
+        "--embedder", choices=("embedded", "minilm", "wordllama"), default="embedded"
+    )
     args = parser.parse_args()
-    result = quality()
+    result = quality(args.embedder)
     timing = None
     if not args.skip_latency:
         with tempfile.TemporaryDirectory() as tmp:

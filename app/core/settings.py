@@ -133,9 +133,10 @@ class Settings(BaseSettings):
     # llm_triggered extraction: the most rounds of `remember` calls handled per request.
     remember_max_rounds: int = Field(3, ge=1, le=10)
     # Semantic retrieval and message recall (app/memories/embedder.py, retrieval.py, recall.py).
-    # "embedded": the offline WordLlama model (default; CONTEXTGATE_EMBEDDING_MODEL, when set,
-    # replaces it with a litellm model); "bm25": lexical only, no embeddings.
-    embedder: Literal["embedded", "bm25"] = "embedded"
+    # "embedded" (default): an offline model shipped in a package, MiniLM when its weights are
+    # installed, else WordLlama; "minilm" / "wordllama": that one; "bm25": lexical only, no
+    # embeddings. CONTEXTGATE_EMBEDDING_MODEL, when set, replaces the embedded model (litellm).
+    embedder: Literal["embedded", "minilm", "wordllama", "bm25"] = "embedded"
     # Minimum cosine for a semantic match; unset: the embedder's calibrated value.
     memory_min_similarity: float | None = Field(None, ge=-1, le=1)
     message_recall: bool = True

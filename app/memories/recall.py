@@ -241,7 +241,7 @@ async def search(
     missing: list[MissingMessage] = []
     if vectors.max_sequence < before_sequence - 1:  # the background has not caught up (yet)
         missing = await missing_messages(
-            session, tenant_id, conversation_id, before_sequence=before_sequence
+            session, tenant_id, conversation_id, embedder.name, before_sequence=before_sequence
         )
         missing = [m for m in missing if m.sequence_number >= first_sequence]
     if missing:

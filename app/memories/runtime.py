@@ -9,7 +9,7 @@ from typing import Any
 
 from app.core.database import Database
 from app.core.settings import Settings
-from app.memories.embedder import EmbeddedEmbedder
+from app.memories.embedded import EmbeddedEmbedder
 from app.memories.locks import ConversationLocks
 from app.memories.recall import VectorCache
 

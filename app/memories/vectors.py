@@ -20,8 +20,10 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import bindparam, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import bindparam, delete, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.tokens import text_of
@@ -100,11 +102,13 @@ async def missing_messages(
     session: AsyncSession,
     tenant_id: str,
     conversation_id: str,
+    model: str,
     *,
     before_sequence: int | None = None,
     limit: int = 4096,
 ) -> list[MissingMessage]:
-    """The conversation's user/assistant messages that have no vector row yet."""
+    """The conversation's user/assistant messages with no vector of ``model`` yet (a vector of
+    another embedder, from before the deployment changed it, counts as none)."""
     statement = (
         select(
             Message.id,
@@ -119,7 +123,11 @@ async def missing_messages(
             Message.conversation_id == conversation_id,
             Message.tenant_id == tenant_id,
             Message.role.in_(_RECALLED_ROLES),
-            MessageVector.id.is_(None),
+            or_(
+                MessageVector.id.is_(None),
+                MessageVector.embedding_model.is_not(None)
+                & (MessageVector.embedding_model != model),
+            ),
         )
         .order_by(Message.sequence_number)
         .limit(limit)
@@ -178,9 +186,27 @@ async def save_message_vectors(
         return
     try:
         async with state.database.writing() as session:
-            session.add_all([MessageVector(**row) for row in rows])
-    except IntegrityError:  # another task stored (some of) them first: fine
-        logger.debug("message vectors already stored", extra={"conversation_id": conversation_id})
+            stale = [row["message_id"] for row in rows]  # vectors of a previous embedder
+            await session.execute(
+                delete(MessageVector).where(
+                    MessageVector.message_id.in_(stale),
+                    MessageVector.embedding_model.is_not(None),
+                    MessageVector.embedding_model != model,
+                )
+            )
+            # Another task (this process's previous turn, or another worker) may have stored
+            # some of them first: those are skipped, the rest still land.
+            await session.execute(_insert_ignoring_duplicates(session), rows)
+    except SQLAlchemyError:  # recall degrades (the next turn retries them), never the request
+        logger.warning("message vectors not stored", exc_info=True)
+
+
+def _insert_ignoring_duplicates(session: AsyncSession) -> Any:
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql_insert(MessageVector).on_conflict_do_nothing(
+            index_elements=["message_id"]
+        )
+    return sqlite_insert(MessageVector).on_conflict_do_nothing(index_elements=["message_id"])
 
 
 async def _vectorize_conversation(
@@ -191,7 +217,7 @@ async def _vectorize_conversation(
         return
     try:
         async with state.database.reading() as session:
-            missing = await missing_messages(session, tenant_id, conversation_id)
+            missing = await missing_messages(session, tenant_id, conversation_id, embedder.name)
         if not missing:
             return
         vectors = await embed_messages(embedder, missing)

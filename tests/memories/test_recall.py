@@ -13,7 +13,8 @@ from sqlalchemy import select
 
 from app.core.settings import Settings
 from app.db.models import Memory, MessageVector
-from app.memories.embedder import EMBEDDED_NAME, EmbeddedEmbedder, decode_vector
+from app.memories.embedded import MINILM_NAME, MiniLMEmbedder
+from app.memories.embedder import decode_vector
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import app_state, chat, drain, upstream_chats, words
 
@@ -43,7 +44,7 @@ async def test_paraphrased_question_finds_its_memory_with_the_embedded_model(
 ) -> None:
     client = await client_for(make_settings(database_url=database_url))
     state = app_state(client)
-    assert isinstance(state.embedder, EmbeddedEmbedder)
+    assert isinstance(state.embedder, MiniLMEmbedder)  # the default with its weights installed
     tea = await add(client, "zoe", "Alice drinks green tea every morning", memory_type="preference")
     await add(client, "zoe", "Zoe's car is a red Volvo")
     await add(client, "zoe", "Zoe works as a nurse in a children's hospital")
@@ -60,11 +61,11 @@ async def test_paraphrased_question_finds_its_memory_with_the_embedded_model(
     async with state.database.reading() as session:
         rows = (await session.execute(select(Memory).where(Memory.user_id == "zoe"))).scalars()
         stored = list(rows)
-    assert {m.embedding_model for m in stored} == {EMBEDDED_NAME}
+    assert {m.embedding_model for m in stored} == {MINILM_NAME}
     # float32 blobs, the vectors the index computed (unit length)
     vectors = [decode_vector(m.embedding) for m in stored if m.embedding is not None]
     assert len(vectors) == len(stored)
-    assert all(v.shape == (256,) for v in vectors)
+    assert all(v.shape == (state.embedder.dimensions,) for v in vectors)
     assert all(abs(float(v @ v) - 1.0) < 1e-5 for v in vectors)
 
 
@@ -164,7 +165,7 @@ async def test_trimmed_message_is_recalled_after_the_prefix(
             ).scalars()
         )
     assert len(vectors) == 2 * 15
-    assert all(v.embedding_model == EMBEDDED_NAME for v in vectors)
+    assert all(v.embedding_model == MINILM_NAME for v in vectors)
 
 
 async def test_recall_across_one_users_conversations_never_other_users_or_tenants(
