@@ -92,6 +92,7 @@ class EmbeddedEmbedder:
     name: str
     dimensions: int
     calibrated_min_similarity: float
+    request_batch: int
 
     def __init__(self, min_similarity: float | None = None) -> None:
         self.min_similarity = (
@@ -146,6 +147,7 @@ class EmbeddedEmbedder:
 class MiniLMEmbedder(EmbeddedEmbedder):
     name = MINILM_NAME
     dimensions = 384
+    request_batch = 32  # ~0.1-0.3 s on one core
     calibrated_min_similarity = MINILM_MIN_SIMILARITY
     _model: MiniLM | None = None
 
@@ -166,6 +168,7 @@ class MiniLMEmbedder(EmbeddedEmbedder):
 class WordLlamaEmbedder(EmbeddedEmbedder):
     name = WORDLLAMA_NAME
     dimensions = 256
+    request_batch = 4096  # ~0.2 s
     calibrated_min_similarity = WORDLLAMA_MIN_SIMILARITY
     _model: Any = None
 

@@ -58,6 +58,8 @@ class EmbeddingFailed(Exception):
 class Embedder(Protocol):
     name: str
     min_similarity: float
+    # Texts a request may embed itself when memories lack vectors (the rest: background).
+    request_batch: int
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -72,6 +74,8 @@ def decode_vector(blob: bytes) -> np.ndarray:
 
 class LiteLLMEmbedder:
     """An embeddings model through the one LLM client (routing, retries, cost)."""
+
+    request_batch = 2048  # OpenAI's limit of inputs per embeddings request
 
     def __init__(
         self, llm: LLMClient, model: str, *, timeout_s: float, min_similarity: float

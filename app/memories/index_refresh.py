@@ -39,8 +39,9 @@ __all__ = ["ensure_lexical", "refresh_soon", "user_index"]
 
 logger = logging.getLogger(__name__)
 
-# At most this many missing vectors are computed per request (the rest wait their turn).
-_LAZY_LIMIT = 4096
+# Missing vectors computed per background step (the request computes the embedder's
+# ``request_batch`` itself).
+_BACKGROUND_BATCH = 256
 # Rows updated this long before the cached latest update are read again when catching up: a
 # write committed late (or stamped by a slower clock) is not missed.
 _OVERLAP = timedelta(seconds=60)
@@ -124,17 +125,51 @@ async def _embed_missing(
     index: UserIndex,
     notes: list[str] | None,
 ) -> None:
-    missing = index.missing_vectors(_LAZY_LIMIT)
+    """Embed what the request can afford (``embedder.request_batch``: thousands for a bag of
+    word vectors, a few dozen for a transformer); the rest in the background, meanwhile those
+    memories are found by BM25 alone."""
+    if index.embedding_rest:  # the background is on it
+        return
+    await _embed_batch(state, embedder, tenant_id, index, embedder.request_batch, notes)
+    if not index.has_vector.all():
+        index.embedding_rest = True
+        spawn(state, _embed_rest(state, embedder, tenant_id, index))
+
+
+async def _embed_batch(
+    state: AppState,
+    embedder: Embedder,
+    tenant_id: str,
+    index: UserIndex,
+    limit: int,
+    notes: list[str] | None,
+) -> bool:
+    missing = index.missing_vectors(limit)
+    if not missing:
+        return False
     try:
         vectors = await embedder.embed([c.content for c in missing])
     except EmbeddingFailed as exc:
         if notes is not None:
             notes.append(f"memory: embeddings failed, used BM25 ({exc})")
-        return
+        return False
     index.set_vectors([c.id for c in missing], vectors)
     if index.width is not None and vectors.ndim == 2 and vectors.shape[1] == index.width:
         saved = [(c.id, c.content, v) for c, v in zip(missing, vectors, strict=True)]
         save_memory_vectors(state, tenant_id, embedder.name, saved)
+    return True
+
+
+async def _embed_rest(
+    state: AppState, embedder: Embedder, tenant_id: str, index: UserIndex
+) -> None:
+    try:
+        while await _embed_batch(state, embedder, tenant_id, index, _BACKGROUND_BATCH, None):
+            pass
+    except Exception:  # retrieval goes on with BM25 for those; the next request retries
+        logger.warning("memory vectors failed in the background", exc_info=True)
+    finally:
+        index.embedding_rest = False
 
 
 async def _rebuild_lexical(index: UserIndex) -> None:

@@ -93,6 +93,7 @@ class UserIndex:
         self.has_vector = np.zeros(0, dtype=bool)
         self.facts: set[str] = set()
         self.rebuilding = False  # a BM25 snapshot is being built in the background
+        self.embedding_rest = False  # missing vectors are being computed in the background
         self._keys: list[tuple[datetime, str]] = []
         self._position: dict[str, int] = {}
         self._tokens: list[list[str]] = []

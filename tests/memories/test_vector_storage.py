@@ -22,7 +22,8 @@ from app.cli import alembic_config
 from app.core.settings import Settings
 from app.core.state import AppState
 from app.db.models import Memory, utcnow
-from app.memories.embedder import EMBEDDED_NAME, decode_vector, encode_vector
+from app.memories.embedded import WORDLLAMA_NAME
+from app.memories.embedder import decode_vector, encode_vector
 from app.memories.memory_index import UserIndex
 from app.memories.repository import memory_repository
 from app.memories.retrieval import retrieve
@@ -68,7 +69,7 @@ async def test_vector_blob_round_trip(database_url: str) -> None:
                     confidence=1.0,
                     source="api",
                     embedding=encode_vector(vector),
-                    embedding_model=EMBEDDED_NAME,
+                    embedding_model=WORDLLAMA_NAME,
                     created_at=utcnow(),
                     updated_at=utcnow(),
                 )
@@ -80,7 +81,7 @@ async def test_vector_blob_round_trip(database_url: str) -> None:
     assert isinstance(row.embedding, bytes)
     assert len(row.embedding) == 256 * 4
     assert np.array_equal(decode_vector(row.embedding), vector)
-    assert row.embedding_model == EMBEDDED_NAME
+    assert row.embedding_model == WORDLLAMA_NAME
 
 
 async def test_migration_converts_json_vectors_and_back(database_url: str) -> None:
