@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,8 +25,9 @@ from app.llm.errors import is_retryable, map_upstream_error, retry_after_seconds
 from app.llm.model_info import ModelInfo, model_info_for
 from app.llm.openai_compat import OpenAICompatTransport, is_direct
 from app.llm.params import strip_control_params
-from app.llm.responses import Usage, normalize_chunk, normalize_completion, usage_of
+from app.llm.responses import Usage, normalize_completion, usage_of
 from app.llm.routing import Deployment, ModelRouter, is_anthropic
+from app.llm.stream_handle import StreamHandle, incomplete_stream
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -71,72 +72,6 @@ class RetryPolicy:
             return retry_after
         base = self.backoff_s * (2**attempt)
         return float(min(self.max_backoff_s, base * (0.75 + random.random() / 2)))
-
-
-def _has_finish(chunk: dict[str, Any]) -> bool:
-    return any(
-        isinstance(choice, dict) and choice.get("finish_reason")
-        for choice in chunk.get("choices") or ()
-    )
-
-
-def _upstream_finished(stream: Any, seen_finish: bool) -> bool:
-    """Whether the upstream itself ended its stream properly: a finish reason or ``[DONE]``.
-
-    litellm's stream wrapper synthesizes a final chunk with finish_reason "stop" when the
-    provider's stream just ends; what the provider really sent is its ``received_finish_reason``.
-    """
-    if getattr(stream, "done", False):  # openai_compat.SSEStream saw [DONE]
-        return True
-    if hasattr(stream, "received_finish_reason"):
-        return bool(
-            stream.received_finish_reason or getattr(stream, "intermittent_finish_reason", None)
-        )
-    return seen_finish
-
-
-def incomplete_stream(model_name: str) -> UpstreamError:
-    return UpstreamError(
-        f"The upstream for model '{model_name}' ended its stream without a finish reason "
-        "or [DONE]: the answer is incomplete.",
-        status_code=502,
-        code="upstream_stream_incomplete",
-    )
-
-
-class StreamHandle:
-    """An upstream stream whose first chunk has arrived; iterate for normalized chunks."""
-
-    def __init__(self, first: Any, rest: Any, deployment: Deployment) -> None:
-        self._first: Any | None = first
-        self._rest = rest
-        self.deployment = deployment
-
-    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
-        """Normalized chunks; an upstream stream that ends without a finish reason and
-        without ``[DONE]`` was cut short: UpstreamError 502 ``upstream_stream_incomplete``
-        (the stream lifecycle sends the error frame and stores the partial answer as
-        incomplete), never a quiet end taken for a complete answer."""
-        finished = False
-        if self._first is not None:
-            first, self._first = self._first, None
-            chunk = normalize_chunk(first)
-            finished = _has_finish(chunk)
-            yield chunk
-        async for raw in self._rest:
-            chunk = normalize_chunk(raw)
-            finished = finished or _has_finish(chunk)
-            yield chunk
-        if not _upstream_finished(self._rest, finished):
-            raise incomplete_stream(self.deployment.model_name)
-
-    async def aclose(self) -> None:
-        closer = getattr(self._rest, "aclose", None)
-        if closer is not None:
-            try:
-                await closer()
-            except Exception:  # the stream is being abandoned; nothing to save
-                logger.debug("closing upstream stream failed", exc_info=True)
 
 
 class LLMClient:

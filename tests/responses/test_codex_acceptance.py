@@ -77,5 +77,7 @@ def test_codex_exec_completes_a_tool_loop_through_contextgate(
     assert output["role"] == "tool"
     assert output["tool_call_id"] == call["tool_calls"][0]["id"]
     assert MARKER in output["content"]  # Codex ran the command and sent its output back
+    # Codex printed the model's final answer, made from that output (the fake echoes a bounded
+    # prefix of it: the shell's own start-up noise, e.g. pyenv's, may push the marker past it).
     assert "Tool results:" in done.stdout
-    assert MARKER in done.stdout
+    assert output["content"].split("\n", 1)[0] in done.stdout
