@@ -6,7 +6,9 @@ One ``contextgate serve`` (one worker, SQLite) per embedder (``bm25``: no embedd
 (``bench.load --conversation``, short user turns, the fake's echo as answers), each turn's
 messages embedded in the background for message recall. Reports throughput, p50 latency and
 the server's CPU per request (the background embedding included: it is the process tree's CPU
-over the run, drained before the reading).
+over the run, drained before the reading). Twice: anonymous requests (short conversations
+recall never searches: nothing is embedded), and with a ``user`` (the user's other
+conversations may search them: every message is embedded).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from bench.services import WORK, Contextgate, cpu_seconds
 EMBEDDERS = ("bm25", "wordllama", "minilm")
 
 
-def measure(upstream: str, embedder: str, requests: int, concurrency: int) -> dict[str, float]:
+def measure(
+    upstream: str, embedder: str, requests: int, concurrency: int, user: bool
+) -> dict[str, float]:
     WORK.mkdir(parents=True, exist_ok=True)
     logs = Path(tempfile.mkdtemp(prefix=f"embedder-{embedder}-", dir=WORK))
     database = f"sqlite+aiosqlite:///{logs / 'cg.db'}"
@@ -35,6 +39,8 @@ def measure(upstream: str, embedder: str, requests: int, concurrency: int) -> di
             "--concurrency", str(concurrency), "--requests", str(requests),
             "--duration", "120", "--warmup", "10", "--conversation",
         ]  # fmt: skip
+        if user:
+            command += ["--user", "bench-user"]
         before = cpu_seconds(server.pid)
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
         time.sleep(2.0)  # the last turns' background embeddings
@@ -56,13 +62,19 @@ def main() -> None:
     args = parser.parse_args()
     from tests.fake_upstream import FakeUpstream
 
+    rows = {}
     with FakeUpstream() as fake:
-        rows = {e: measure(fake.base_url, e, args.requests, args.concurrency) for e in EMBEDDERS}
-    print("| embedder | throughput (req/s) | p50 (ms) | server CPU per request (ms) |")
-    print("| --- | ---: | ---: | ---: |")
-    for embedder, row in rows.items():
+        for user in (False, True):
+            for embedder in EMBEDDERS:
+                rows[(user, embedder)] = measure(
+                    fake.base_url, embedder, args.requests, args.concurrency, user
+                )
+    print("| requests | embedder | throughput (req/s) | p50 (ms) | server CPU per request (ms) |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for (user, embedder), row in rows.items():
         print(
-            f"| {embedder} | {row['throughput_rps']:.1f} | {row['p50_ms']:.1f} | "
+            f"| {'with `user`' if user else 'anonymous'} | {embedder} | "
+            f"{row['throughput_rps']:.1f} | {row['p50_ms']:.1f} | "
             f"{row['server_cpu_ms_per_request']:.1f} |"
         )
 

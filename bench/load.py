@@ -211,6 +211,8 @@ class Load:
             body["stream"] = True
         if conversation_id:
             body["conversation_id"] = conversation_id
+        if self.args.user:
+            body["user"] = f"{self.args.user}-{worker}"
         return body
 
     def failed(self, exc: BaseException) -> None:
@@ -328,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--door", choices=sorted(DOOR_PATHS), default="chat")
     parser.add_argument("--conversation", action="store_true")
+    parser.add_argument("--user", help="send a `user` (this name and the client's number)")
     parser.add_argument(
         "--turns-per-conversation",
         type=int,

@@ -27,6 +27,10 @@ __all__ = ["compaction_ratio", "schedule_memory_work"]
 logger = logging.getLogger(__name__)
 
 
+# Share of the token budget a conversation's prompt reaches before its messages are embedded.
+RECALL_VECTORS_FROM = 0.5
+
+
 def _spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
     task = asyncio.get_running_loop().create_task(work)
     state.background.add(task)
@@ -59,7 +63,7 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
             ),
         )
     _schedule_periodic_summary(state, prepared, model)
-    if request.context.memory:  # vectors of the stored messages, for message recall
+    if request.context.memory and _recall_may_search(prepared, usage, budget):
         schedule_message_vectors(state, tenant_id, resolved.conversation_id, request.user)
     mode = request.context.memory_extraction or settings.memory_extraction_mode
     if request.user and request.context.memory and mode != "off":
@@ -79,6 +83,22 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
                     count_model=request.model,
                 ),
             )
+
+
+def _recall_may_search(prepared: Any, usage: Usage | None, budget: int | None) -> bool:
+    """Whether message recall may ever search this conversation's messages, so they are worth
+    embedding now (each costs a transformer pass): its user's other conversations search it
+    (a ``user``), or its history is cut or nearing the cut (from ``RECALL_VECTORS_FROM`` of the
+    budget, the whole backlog is embedded then, ahead of the first cut). A short anonymous
+    conversation is never embedded; one cut before its backlog was, has the newest cut
+    messages embedded by the recall itself (``recall.search``), the rest here."""
+    if prepared.request.user:
+        return True
+    utilization = prepared.utilization
+    if utilization.messages_excluded or utilization.compaction:
+        return True
+    tokens = max(utilization.tokens_used, usage.prompt_tokens if usage is not None else 0)
+    return budget is not None and budget > 0 and tokens >= RECALL_VECTORS_FROM * budget
 
 
 def _schedule_periodic_summary(state: AppState, prepared: Any, model: str) -> None:

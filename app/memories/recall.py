@@ -243,7 +243,10 @@ async def search(
         missing = await missing_messages(
             session, tenant_id, conversation_id, embedder.name, before_sequence=before_sequence
         )
-        missing = [m for m in missing if m.sequence_number >= first_sequence]
+        # The newest ones (just cut) now, as many as a request may embed; the background
+        # embeds the rest after this turn.
+        cut = [m for m in missing if m.sequence_number >= first_sequence]
+        missing = cut[-embedder.request_batch :]
     if missing:
         await _lazy(
             state,

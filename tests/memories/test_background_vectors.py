@@ -91,3 +91,23 @@ async def vector_models(client: httpx.AsyncClient, conversation_id: str) -> set[
             )
         )
         return {row[0] for row in rows}
+
+
+async def test_messages_are_embedded_only_where_recall_may_search_them(
+    client: httpx.AsyncClient,
+) -> None:
+    # A short conversation without a `user`: never searched by recall, never embedded.
+    anonymous = await chat(client, "Hello, a short question about tea.")
+    await chat(client, "And one more.", conversation_id=anonymous["conversation_id"])
+    await drain(client)
+    assert await vector_models(client, anonymous["conversation_id"]) == set()
+    # With a `user`: the user's other conversations may search it (cross-session recall).
+    named = await chat(client, "Hello, a short question about tea.", user="una")
+    await drain(client)
+    assert await vector_models(client, named["conversation_id"]) == {MINILM_NAME}
+    # Past half the budget: its whole backlog, ahead of the first cut.
+    long_text = "We talked about the tea garden and its terraces. " * 60
+    near = await chat(client, long_text, context={"max_input_tokens": 1000})
+    assert near["context_utilization"]["tokens_used"] >= 500
+    await drain(client)
+    assert await vector_models(client, near["conversation_id"]) == {MINILM_NAME}
