@@ -42,7 +42,8 @@ def _last(messages: list[dict[str, Any]], role: str) -> dict[str, Any] | None:
 
 def _sentences(text: str, limit: int) -> str:
     picked = [s.strip() for s in _SENTENCE.findall(text) if len(s.strip()) > 3][:limit]
-    return " ".join(picked)[:600]
+    # a short text ("18C") has no sentence worth the name: quote it whole
+    return (" ".join(picked) or text.strip())[:600]
 
 
 def _plan(messages: list[dict[str, Any]]) -> str:

@@ -91,6 +91,17 @@ def test_demo_calls_tools_when_asked_and_streams(demo: str) -> None:
     [call] = called.choices[0].message.tool_calls or []
     assert call.function.name == "get_weather"  # type: ignore[union-attr]
     assert call.function.arguments == '{"city":"Paris"}'  # type: ignore[union-attr]
+    answered = client.chat.completions.create(
+        model="demo",
+        messages=[
+            {"role": "user", "content": "Use get_weather for Paris, please."},
+            called.choices[0].message.model_dump(exclude_none=True),  # type: ignore[list-item]
+            {"role": "tool", "tool_call_id": call.id, "content": "18C"},
+        ],
+        tools=[WEATHER],  # type: ignore[list-item]
+    )
+    # a result too short to be a sentence is still quoted
+    assert answered.choices[0].message.content == "Demo answer from the tool result: 18C"
     stream = client.chat.completions.create(
         model="demo",
         messages=[{"role": "user", "content": "Stream a hello."}],
