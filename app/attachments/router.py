@@ -18,6 +18,7 @@ from app.attachments.service import attachment_service
 from app.core.deps import CallerDep, StateDep
 from app.core.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 from app.core.textcheck import bad_string, rejection
+from app.core.validation import validation_message
 
 router = APIRouter(prefix="/v1/attachments", tags=["attachments"])
 
@@ -50,7 +51,8 @@ async def _parse(request: Request, limit: int) -> tuple[str, str, int, dict[str,
         try:
             body = AttachmentCreate.model_validate_json(await request.body())
         except ValidationError as exc:
-            raise BadRequest(f"Invalid attachment: {exc.errors()[0]['msg']}") from None
+            message, param = validation_message(exc.errors())
+            raise BadRequest(message, param=param) from None
         try:
             size = len(body.content.encode())
         except UnicodeEncodeError:

@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.core.allow import allowed_methods
+from app.core.validation import validation_message
 
 __all__ = [
     "BadRequest",
@@ -145,21 +146,6 @@ def error_response(exc: ContextGateError) -> Response:
     )
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    errors = exc.errors()
-    if not errors:
-        return "Invalid request body.", None
-    first = errors[0]
-    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-    param = ".".join(loc) or None
-    msg = str(first.get("msg", "invalid value"))
-    if first.get("type") == "json_invalid":
-        return "Request body is not valid JSON.", None
-    where = f" at '{param}'" if param else ""
-    extra = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"Invalid request{where}: {msg}{extra}", param
-
-
 _STATUS_TYPES = {
     401: ("invalid_request_error", "invalid_api_key"),
     403: ("invalid_request_error", "forbidden"),
@@ -206,7 +192,7 @@ def install_error_handlers(
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        message, param = _validation_message(exc)
+        message, param = validation_message(exc.errors())
         return render(request, BadRequest(message, param=param, code="invalid_request"))
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
