@@ -54,6 +54,10 @@ def validation_message(errors: Sequence[Mapping[str, Any]]) -> tuple[str, str | 
     if any(error.get("type") == "json_invalid" for error in errors):
         return "Request body is not valid JSON.", None
     paths = [client_path(error.get("loc", ())) for error in errors]
+    if all(not path for path in paths):  # the body itself: missing, or not an object
+        if any(error.get("type") == "missing" for error in errors):
+            return "The request needs a JSON body (an object).", None
+        return "The request body must be a JSON object.", None
     deepest = max(range(len(errors)), key=lambda i: len(paths[i]))  # the first of the deepest
     chosen = paths[deepest]
     here = [str(errors[i].get("msg", "invalid value")) for i, p in enumerate(paths) if p == chosen]

@@ -111,3 +111,19 @@ def test_client_path_drops_member_labels_and_tags() -> None:
 def test_invalid_json_is_said_so() -> None:
     errors = [{"type": "json_invalid", "loc": ("body", 12), "msg": "JSON decode error"}]
     assert validation_message(errors) == ("Request body is not valid JSON.", None)
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        ({"type": "missing", "loc": ("body",), "msg": "Field required"}, "needs a JSON body"),
+        (
+            {"type": "model_attributes_type", "loc": ("body",), "msg": "Input should be a dict"},
+            "must be a JSON object",
+        ),
+    ],
+)
+def test_a_body_that_is_not_an_object(error: dict[str, Any], says: str) -> None:
+    message, param = validation_message([error])
+    assert says in message
+    assert param is None
