@@ -56,7 +56,7 @@ def test_conversations_show_has_messages_tool_steps_and_requests(
     assert "get_weather" in output
     assert "tool ← call_" in output
     assert "requests: tokens sent by part" in output
-    for part in ("system", "history", "artifacts", "memory", "current"):
+    for part in ("system", "history", "artifacts", "memory", "current", "overhead"):
         assert part in output
     for request_id in seeded.request_ids:
         assert request_id in output

@@ -79,3 +79,7 @@ def test_json_for_scripts(seeded: Seeded, sqlite_url: str) -> None:
     shown = orjson.loads(piped(sqlite_url, "show", seeded.conversation_id, "--json"))
     assert shown["conversation"]["id"] == seeded.conversation_id
     assert {r["id"] for r in shown["requests"]} == set(seeded.request_ids)
+    for request in shown["requests"]:
+        # the parts shown add up to what was sent: the per-request overhead is one of them
+        assert [part["name"] for part in request["parts"]][-1] == "overhead"
+        assert sum(part["tokens"] for part in request["parts"]) == request["tokens_used"]
