@@ -26,6 +26,7 @@ from app.core.redact import configure_redaction
 from app.core.settings import Settings, load_settings
 from app.core.state import AppState
 from app.core.textcheck import TextCheckMiddleware
+from app.core.warmup import start_warm_up
 from app.demo.router import install_demo
 from app.embeddings.router import router as embeddings_router
 from app.keys.router import router as keys_router
@@ -40,7 +41,7 @@ from app.llm.reach import HelperModels
 from app.llm.routing import ModelRouter, load_model_list
 from app.memories.embedder import build_embedder
 from app.memories.router import router as memories_router
-from app.memories.runtime import MemoryRuntime, warm_up_embedder
+from app.memories.runtime import MemoryRuntime
 from app.memories.save import router as conversation_save_router
 from app.messages.errors import anthropic_error_response
 from app.messages.router import ERROR_PREFIX as MESSAGES_PREFIX
@@ -174,7 +175,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if state.helpers is not None:
             state.helpers.log_fallbacks()
         state.llm.warm_up(embeddings=settings.embedding_model is not None)
-        warm_up_embedder(state)
+        start_warm_up(state)
         _freeze_startup_objects()
         try:
             yield

@@ -29,6 +29,7 @@ __all__ = [
     "TokenCounter",
     "message_texts",
     "text_of",
+    "warm_encodings",
 ]
 
 # Per-message overhead of OpenAI's chat format (role and separators), and the reply primer.
@@ -62,6 +63,13 @@ def _encoding_for(model: str) -> tiktoken.Encoding:
     if name.startswith(("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")):
         return tiktoken.get_encoding("o200k_base")
     return tiktoken.get_encoding("cl100k_base")
+
+
+def warm_encodings(models: Iterable[str]) -> None:
+    """Build the tokenizers these model names count with, now: tiktoken takes ~0.4 s to build
+    o200k_base, which the first request would otherwise wait for."""
+    for model in dict.fromkeys(models):
+        _encoding_for(model)
 
 
 # Texts this long are counted in the thread pool ahead of use (a few ms of encoding and more).

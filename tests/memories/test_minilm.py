@@ -11,7 +11,7 @@ import pytest
 
 from app.memories.embedded import MiniLMEmbedder, WordLlamaEmbedder
 from app.memories.embedder import embedded_embedder
-from app.memories.minilm import MiniLM, weights_folder
+from app.memories.minilm import MiniLM, mapped_tensors, weights_folder
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
 
@@ -34,6 +34,24 @@ def test_vectors_match_sentence_transformers(minilm: MiniLM) -> None:
     cosines = (ours * theirs).sum(axis=1)
     assert cosines.min() > 0.9999
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_weights_are_mapped_not_copied_and_equal_safetensors_own_reading(minilm: MiniLM) -> None:
+    from safetensors.numpy import load_file  # installed with wordllama
+
+    folder = weights_folder()
+    assert folder is not None
+    path = folder / "model.safetensors"
+    mapped = mapped_tensors(path)
+    read = load_file(str(path))
+    assert mapped.keys() == read.keys()
+    for name, tensor in read.items():
+        assert mapped[name].dtype == tensor.dtype, name
+        assert np.array_equal(mapped[name], tensor), name
+    # the model's weights are views of the file's memory map, read-only: no copy in the heap
+    for weight in [*minilm._linear.values(), *minilm._w.values()]:
+        assert isinstance(weight.base, np.memmap) or isinstance(weight, np.memmap)
+        assert not weight.flags.writeable
 
 
 def test_a_batch_gives_the_vectors_of_its_texts_alone(minilm: MiniLM) -> None:

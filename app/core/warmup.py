@@ -1,0 +1,44 @@
+"""Work done once at start on worker threads, so that the first requests do not pay for it:
+tiktoken's tokenizers (~0.4 s for o200k_base) and the embedded embedding model. Readiness is
+not delayed; a request that comes sooner waits for what it needs (each load is locked and
+done once)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from app.context.tokens import warm_encodings
+from app.core.state import AppState
+from app.memories.embedded import EmbeddedEmbedder
+
+__all__ = ["start_warm_up"]
+
+logger = logging.getLogger(__name__)
+
+
+def start_warm_up(state: AppState) -> None:
+    settings = state.settings
+    models = [
+        *state.llm.router.configured_names(),
+        settings.planner_model,
+        settings.summarizer_model,
+    ]
+    _in_background(state, "tokenizers", lambda: warm_encodings(models))
+    embedder = state.embedder
+    if isinstance(embedder, EmbeddedEmbedder):
+        # a failure is logged; retrieval falls back to BM25 and says so in the notes
+        _in_background(state, "embedded embedder", embedder.load)
+
+
+def _in_background(state: AppState, what: str, work: Callable[[], object]) -> None:
+    async def run() -> None:
+        try:
+            await asyncio.to_thread(work)
+        except Exception:
+            logger.exception("warm-up failed", extra={"what": what})
+
+    task = asyncio.get_running_loop().create_task(run())
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
