@@ -1,7 +1,10 @@
 """Work done once at start on worker threads, so that the first requests do not pay for it:
-tiktoken's tokenizers (~0.4 s for o200k_base) and the embedded embedding model. Readiness is
-not delayed; a request that comes sooner waits for what it needs (each load is locked and
-done once)."""
+the tokenizers of the models a ``model_list`` serves (tiktoken builds o200k_base in ~0.4 s)
+and the embedded embedding model. Readiness is not delayed; a request that comes sooner waits
+for what it needs (each load is locked and done once).
+
+Only the served models' tokenizers: one costs 45-70 MB of memory (cl100k_base, o200k_base),
+too much to build for a planner or summarizer that may never be called."""
 
 from __future__ import annotations
 
@@ -19,13 +22,9 @@ logger = logging.getLogger(__name__)
 
 
 def start_warm_up(state: AppState) -> None:
-    settings = state.settings
-    models = [
-        *state.llm.router.configured_names(),
-        settings.planner_model,
-        settings.summarizer_model,
-    ]
-    _in_background(state, "tokenizers", lambda: warm_encodings(models))
+    models = state.llm.router.configured_names()
+    if models:
+        _in_background(state, "tokenizers", lambda: warm_encodings(models))
     embedder = state.embedder
     if isinstance(embedder, EmbeddedEmbedder):
         # a failure is logged; retrieval falls back to BM25 and says so in the notes

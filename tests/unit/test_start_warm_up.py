@@ -1,38 +1,56 @@
-"""At start, the tokenizers of the served and helper models and the embedded embedder are
+"""At start, the tokenizers of the models a model_list serves and the embedded embedder are
 loaded on worker threads (the first request would otherwise wait ~0.4 s for tiktoken's
-o200k_base, and for the model), while the server is already ready."""
+o200k_base), while the server is already ready; no other tokenizer is built (each costs
+45-70 MB)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 _PROBE = """
-import asyncio, os, sys
+import asyncio, os
 os.environ["CONTEXTGATE_DATABASE_URL"] = "sqlite+aiosqlite:///{db}"
 os.environ["CONTEXTGATE_UPSTREAM_BASE_URL"] = "http://127.0.0.1:9/v1"
-from app.context import tokens
+if {config!r}:
+    os.environ["CONTEXTGATE_CONFIG"] = {config!r}
+import tiktoken.registry
 from app.main import create_app
 
 async def main():
     app = create_app()
-    assert tokens._encoding_for.cache_info().currsize == 0
     async with app.router.lifespan_context(app):
         state = app.state.contextgate
         await asyncio.gather(*list(state.background))
-        print(tokens._encoding_for.cache_info().currsize, state.embedder._loaded)
+        print(",".join(sorted(tiktoken.registry.ENCODINGS)) or "-", state.embedder._loaded)
 
 asyncio.run(main())
 """
 
 
-def test_tokenizers_and_embedder_are_loaded_at_start(tmp_path: Path) -> None:
-    probe = _PROBE.format(db=tmp_path / "warm.db")
+@pytest.mark.parametrize(
+    ("served", "built"), [(("gpt-4o", "claude-x"), "cl100k_base,o200k_base"), ((), "-")]
+)
+def test_served_models_tokenizers_and_embedder_are_loaded_at_start(
+    tmp_path: Path, served: tuple[str, ...], built: str
+) -> None:
+    config = ""
+    if served:
+        entries = [
+            {"model_name": name, "litellm_params": {"model": f"openai/{name}", "api_key": "k"}}
+            for name in served
+        ]
+        (tmp_path / "models.json").write_text(json.dumps({"model_list": entries}))
+        config = str(tmp_path / "models.json")
+    probe = _PROBE.format(db=tmp_path / "warm.db", config=config)
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr
     encodings, embedder_loaded = result.stdout.split()
-    assert int(encodings) >= 1  # gpt-4o-mini (planner and summarizer): o200k_base
+    assert encodings == built
     assert embedder_loaded == "True"
