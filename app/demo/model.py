@@ -121,7 +121,7 @@ def _tool_call(tools: list[dict[str, Any]], asked: str) -> dict[str, Any] | None
     }
 
 
-def _chat_answer(messages: list[dict[str, Any]]) -> str:
+def _chat_answer(messages: list[dict[str, Any]], model: str) -> str:
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return f"Demo answer from the tool result: {_sentences(text_of(last.get('content')), 2)}"
@@ -130,14 +130,20 @@ def _chat_answer(messages: list[dict[str, Any]]) -> str:
     seen = _user_text(messages)
     names = _NAME.findall(seen)
     parts = [f'Demo answer (offline model): you asked "{question[:200]}".']
-    parts.append(f"I was sent {len(messages)} message(s), about {count(messages)} tokens.")
+    parts.append(f"I was sent {len(messages)} message(s), about {count(messages, model)} tokens.")
     if names and "name" in question.lower() and not _NAME.search(question):
         parts.append(f"Your name is {names[-1]}.")
     return " ".join(parts)
 
 
-def count(messages: list[dict[str, Any]]) -> int:
-    return _COUNTER.count_messages(messages, "gpt-4o-mini")
+def _model(body: dict[str, Any]) -> str:
+    return str(body.get("model") or "demo")
+
+
+def count(messages: list[dict[str, Any]], model: str) -> int:
+    """Counted with the tokenizer contextgate uses for the requested name: the same numbers as
+    its own report, and no second tokenizer in memory (each is 45-70 MB)."""
+    return _COUNTER.count_messages(messages, model)
 
 
 def answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -157,16 +163,17 @@ def answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
         call = _tool_call(body.get("tools") or [], text_of(last.get("content")))
         if call is not None:
             return None, [call]
-    return _chat_answer(messages), []
+    return _chat_answer(messages, _model(body)), []
 
 
 def usage(
     body: dict[str, Any], content: str | None, tool_calls: list[dict[str, Any]]
 ) -> dict[str, int]:
-    prompt = count([m for m in body.get("messages") or [] if isinstance(m, dict)])
-    completion = _COUNTER.count_text(content or "", "gpt-4o-mini")
+    model = _model(body)
+    prompt = count([m for m in body.get("messages") or [] if isinstance(m, dict)], model)
+    completion = _COUNTER.count_text(content or "", model)
     if tool_calls:
-        completion += _COUNTER.count_text(orjson.dumps(tool_calls).decode(), "gpt-4o-mini")
+        completion += _COUNTER.count_text(orjson.dumps(tool_calls).decode(), model)
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,

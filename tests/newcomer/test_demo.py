@@ -81,6 +81,18 @@ def test_demo_answers_remembers_and_reports(demo: str) -> None:
     assert utilization["breakdown"]["history"] > 0
 
 
+def test_demo_counts_as_contextgate_does(demo: str) -> None:
+    """The demo counts with the tokenizer contextgate uses for the model's name (one tokenizer
+    in memory, not two): its usage and contextgate's report agree."""
+    client = openai.OpenAI(base_url=f"{demo}/v1", api_key="sk-demo", max_retries=0)
+    text = "Привет, 世界! def f(x): return x**2  # naïve café, ½ ≠ ∞ 🙂"
+    answer = client.chat.completions.create(
+        model="demo", messages=[{"role": "user", "content": text}]
+    )
+    assert answer.usage is not None
+    assert answer.usage.prompt_tokens == _extras(answer)["context_utilization"]["tokens_used"]
+
+
 def test_demo_calls_tools_when_asked_and_streams(demo: str) -> None:
     client = openai.OpenAI(base_url=f"{demo}/v1", api_key="sk-demo", max_retries=0)
     called = client.chat.completions.create(
