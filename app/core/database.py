@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import event, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, ExceptionContext
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -21,8 +22,11 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import StaticPool
 
 from app.core import sqlite_driver
+from app.core.errors import DatabaseUnavailable
 
 __all__ = ["Database", "create_database"]
+
+logger = logging.getLogger(__name__)
 
 _BEGIN_MODE = "sqlite_begin"
 _BEGIN_STATEMENTS = {mode: f"BEGIN {mode}" for mode in ("DEFERRED", "IMMEDIATE", "EXCLUSIVE")}
@@ -79,6 +83,26 @@ class Database:
         await self.engine.dispose()
 
 
+def _install_unavailable_errors(engine: AsyncEngine) -> None:
+    """A database that cannot be reached answers 503 ``database_unavailable`` (Retry-After),
+    not a 500: connecting failed (server down, restarting, refusing connections), a
+    connection broke mid-statement, or SQLite stayed locked past the busy timeout. A pre-ping
+    that finds a dead pooled connection is left to SQLAlchemy, which reconnects."""
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _on_error(context: ExceptionContext) -> BaseException | None:
+        if context.is_pre_ping:
+            return None
+        locked = "database is locked" in str(context.original_exception)
+        if context.connection is None or context.is_disconnect or locked:
+            error = context.original_exception
+            logger.warning(
+                "database unavailable", extra={"error": f"{type(error).__name__}: {error}"[:300]}
+            )
+            return DatabaseUnavailable()
+        return None
+
+
 def _install_sqlite_pragmas(engine: AsyncEngine, memory: bool) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -132,6 +156,7 @@ def create_database(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_
     engine = create_async_engine(
         url, json_serializer=_json_dumps, json_deserializer=orjson.loads, **kwargs
     )
+    _install_unavailable_errors(engine)
     if is_sqlite:
         _install_sqlite_pragmas(engine, memory)
     return Database(

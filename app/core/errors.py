@@ -11,6 +11,7 @@ Hierarchy::
     ├── PayloadTooLarge                 413
     ├── UnsupportedMediaType            415
     ├── RateLimited                     429 (Retry-After when known)
+    ├── DatabaseUnavailable             503 database_unavailable (Retry-After): retry later
     └── UpstreamError                   502/503/504 and pass-through statuses from the provider
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
@@ -34,6 +36,7 @@ __all__ = [
     "Conflict",
     "ContextGateError",
     "ContextLengthExceeded",
+    "DatabaseUnavailable",
     "ErrorRenderer",
     "NotFound",
     "PayloadTooLarge",
@@ -119,6 +122,18 @@ class RateLimited(ContextGateError):
     status_code = 429
     error_type = "rate_limit_error"
     default_code = "rate_limit_exceeded"
+
+
+class DatabaseUnavailable(ContextGateError):
+    """The database cannot be reached (down, restarting, refusing connections, pool exhausted):
+    nothing was stored; the client may retry."""
+
+    status_code = 503
+    error_type = "server_error"
+    default_code = "database_unavailable"
+
+    def __init__(self, message: str = "The database is unavailable; retry shortly.") -> None:
+        super().__init__(message, headers={"Retry-After": "1"})
 
 
 class UpstreamError(ContextGateError):
@@ -231,7 +246,14 @@ def install_error_handlers(
             ),
         )
 
+    async def on_pool_timeout(request: Request, exc: Exception) -> Response:
+        # every pooled connection stayed busy for the pool's timeout: overloaded, not broken
+        logger.warning("database pool exhausted", extra={"error": str(exc)[:200]})
+        busy = DatabaseUnavailable("Every database connection is busy; retry shortly.")
+        return render(request, busy)
+
     app.add_exception_handler(Exception, on_unexpected_error)
+    app.add_exception_handler(PoolTimeout, on_pool_timeout)
     app.add_exception_handler(ContextGateError, on_contextgate_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

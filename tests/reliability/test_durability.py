@@ -10,9 +10,9 @@ import time
 
 import pytest
 from sqlalchemy import func, select, text
-from sqlalchemy.exc import OperationalError
 
 from app.core.database import create_database
+from app.core.errors import DatabaseUnavailable
 from app.db.models import RequestLog, new_id
 
 
@@ -80,8 +80,11 @@ async def test_a_writer_gives_up_after_the_busy_timeout(sqlite_url: str) -> None
     try:
         other.execute("BEGIN IMMEDIATE")
         started = time.monotonic()
-        with pytest.raises(OperationalError, match="locked"):
+        # a 503 database_unavailable (Retry-After) for the client, the driver's error as cause
+        with pytest.raises(DatabaseUnavailable) as raised:
             await _write_one(database, 1)
+        assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
+        assert "locked" in str(raised.value.__cause__)
         assert 0.2 <= time.monotonic() - started < 3
         other.execute("ROLLBACK")
         await _write_one(database, 2)  # the connection is usable again
@@ -127,8 +130,8 @@ async def test_deferred_transactions_would_fail_at_once(sqlite_url: str) -> None
         )
         failures = [r for r in results if isinstance(r, Exception)]
         assert failures, "expected at least one deferred transaction to fail"
-        assert all(isinstance(f, OperationalError) for f in failures)
-        assert all("locked" in str(f) for f in failures)
+        assert all(isinstance(f, DatabaseUnavailable) for f in failures)
+        assert all("locked" in str(f.__cause__) for f in failures)
     finally:
         await database.dispose()
 
