@@ -18,7 +18,7 @@ Hierarchy::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -27,6 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.allow import allowed_methods
 from app.core.validation import validation_message
@@ -191,6 +192,40 @@ def _unknown_endpoint(request: Request) -> str:
     return f"Unknown endpoint {request.method} {request.url.path}. contextgate serves: {endpoints}."
 
 
+class UnexpectedErrorMiddleware:
+    """Answers an exception no handler took (a bug) with the 500 of the door's envelope, here.
+
+    Starlette's own last resort sends that answer and then re-raises, and uvicorn closes the
+    connection of any request whose exception escapes: the client's next request on the same
+    keep-alive connection would be reset. An exception after the answer started (a stream
+    broken off) still escapes: closing that connection is then the right thing."""
+
+    def __init__(
+        self, app: ASGIApp, handler: Callable[[Request, Exception], Awaitable[Response]]
+    ) -> None:
+        self.app = app
+        self.handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            if started:
+                raise
+            response = await self.handler(Request(scope), exc)
+            await response(scope, receive, send)
+
+
 def install_error_handlers(
     app: FastAPI, renderers: Mapping[str, ErrorRenderer] | None = None
 ) -> None:
@@ -253,6 +288,9 @@ def install_error_handlers(
         return render(request, busy)
 
     app.add_exception_handler(Exception, on_unexpected_error)
+    # Added first, so innermost: an unexpected error is answered inside the app and never
+    # reaches the server, which would close the client's keep-alive connection over it.
+    app.add_middleware(UnexpectedErrorMiddleware, handler=on_unexpected_error)
     app.add_exception_handler(PoolTimeout, on_pool_timeout)
     app.add_exception_handler(ContextGateError, on_contextgate_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)

@@ -235,7 +235,9 @@ async def test_an_unexpected_exception_is_still_openais_envelope() -> None:
     async def boom() -> None:
         raise RuntimeError("a bug")
 
-    transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
+    # raise_app_exceptions: the exception must not escape the app (the server would close the
+    # client's keep-alive connection over it), it is answered inside
+    transport = httpx.ASGITransport(app=application, raise_app_exceptions=True)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         response = await client.get("/boom")
     assert response.status_code == 500
