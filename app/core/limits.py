@@ -3,7 +3,7 @@ shape of a chat request (message, attachment, tool counts; attachment size)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from app.core.settings import Settings
     from app.protocol.chat import ChatCompletionRequest
 
-__all__ = ["BodySizeLimitMiddleware", "check_chat_limits"]
+__all__ = ["BodySizeLimitMiddleware", "check_chat_limits", "check_message_sizes"]
 
 
 def _message(limit: int) -> str:
@@ -114,22 +114,23 @@ def _field(item: Any, name: str) -> Any:
 
 
 def _message_chars(message: Any) -> int:
-    content = message.content
+    content = _field(message, "content")
     size = len(content) if isinstance(content, str) else 0
     if isinstance(content, list):
         for part in content:
             text = _field(part, "text")
             size += len(text) if isinstance(text, str) else 0
-    for call in message.tool_calls or []:
+    for call in _field(message, "tool_calls") or []:
         arguments = _field(_field(call, "function"), "arguments")
         size += len(arguments) if isinstance(arguments, str) else 0
     return size
 
 
-def _check_message_sizes(settings: Settings, request: ChatCompletionRequest) -> None:
-    """One message's text is capped (CONTEXTGATE_MAX_MESSAGE_CHARS): 413 before any counting."""
+def check_message_sizes(settings: Settings, messages: Sequence[Any]) -> None:
+    """One message's text is capped (CONTEXTGATE_MAX_MESSAGE_CHARS): 413 before any counting.
+    ``messages``: a request's messages, as models or in chat form (dicts)."""
     limit = settings.max_message_chars
-    for index, message in enumerate(request.messages):
+    for index, message in enumerate(messages):
         size = _message_chars(message)
         if size > limit:
             raise PayloadTooLarge(
@@ -148,7 +149,7 @@ def check_chat_limits(settings: Settings, request: ChatCompletionRequest) -> Non
             _check_integers(message.content, f"messages.{index}.content")
         _check_integers(message.tool_calls, f"messages.{index}.tool_calls")
         _check_integers(message.model_extra, f"messages.{index}")
-    _check_message_sizes(settings, request)
+    check_message_sizes(settings, request.messages)
     if len(request.messages) > settings.max_messages:
         raise BadRequest(
             f"Too many messages: {len(request.messages)} (the limit is {settings.max_messages}, "

@@ -15,9 +15,10 @@ import orjson
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
+from app.context.tokens import message_texts
 from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
-from app.core.limits import check_chat_limits
+from app.core.limits import check_chat_limits, check_message_sizes
 from app.core.state import AppState
 from app.messages.render import AnthropicStreamRenderer, message_body
 from app.messages.schemas import CountTokensRequest, MessagesRequest
@@ -86,10 +87,16 @@ async def _answer(state: AppState, context: TurnContext) -> Response:
 
 @router.post("/v1/messages/count_tokens", response_model=None)
 async def count_tokens(body: CountTokensRequest, caller: CallerDep, state: StateDep) -> Response:
-    """What the request would cost in input tokens, by our counter (nothing is stored)."""
+    """What the request would cost in input tokens, by our counter (nothing is stored).
+
+    Capped and counted as a turn is: one message over CONTEXTGATE_MAX_MESSAGE_CHARS is a 413,
+    and the large texts (messages, tools) are counted in the token pool, off the event loop."""
     messages = chat_messages(body)
-    total = state.tokens.count_messages(messages, body.model)
+    check_message_sizes(state.settings, messages)
     tools = chat_tools(body)
-    if tools:
-        total += state.tokens.count_text(orjson.dumps(tools).decode(), body.model)
+    tools_text = orjson.dumps(tools).decode() if tools else ""
+    counter, model = state.tokens, body.model
+    texts = [text for message in messages for text in message_texts(message)]
+    await counter.precount([*texts, tools_text], model)  # the sync counts below hit its cache
+    total = counter.count_messages(messages, model) + counter.count_text(tools_text, model)
     return json_response({"input_tokens": total})

@@ -1,10 +1,11 @@
 """Issue 15.2: one pathological message must not stall every tenant.
 
 Token counting of large texts runs in a worker thread, in bounded (chunked) work, and one
-message's size is capped by CONTEXTGATE_MAX_MESSAGE_CHARS with a clear 413. Checked
-structurally (every large count runs off the event loop's thread, in-process through the chat
-pipeline) and end to end (a real server keeps answering /health while it counts a 3 MB message
-of one repeated character, which held the loop for seconds before).
+message's size is capped by CONTEXTGATE_MAX_MESSAGE_CHARS with a clear 413 (on every door that
+counts: chat, Responses, Anthropic's messages and count_tokens). Checked structurally (every
+large count runs off the event loop's thread, in-process through each door) and end to end (a
+real server keeps answering /health while it counts a 3 MB message of one repeated character,
+which held the loop for seconds before).
 """
 
 from __future__ import annotations
@@ -107,6 +108,63 @@ async def test_chat_pipeline_counts_large_messages_off_the_loop(
     assert response.status_code == 200, response.text
     assert {length for length, _ in calls} >= {200_012, len(document)}
     assert not [call for call in calls if call[1]], calls
+
+
+BIG = "c" * 200_000 + " what is it?"
+INSTRUCTIONS = " ".join(f"rule {i}: answer briefly." for i in range(3000))
+
+
+async def test_count_tokens_counts_large_texts_off_the_loop(
+    client_for: Any,
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    messages = [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": BIG}]
+    counter = TokenCounter()
+    expected = counter.count_messages(messages, MODEL)  # here, before the recording starts
+    counter.close()
+    calls = _record_large_counts(monkeypatch)
+    client: httpx.AsyncClient = await client_for(make_settings())
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2000)}}
+    tool = {"name": "lookup", "description": "Look it up.", "input_schema": schema}
+    body = {"model": MODEL, "system": INSTRUCTIONS, "messages": [{"role": "user", "content": BIG}]}
+    plain = await client.post("/v1/messages/count_tokens", json=body)
+    assert plain.status_code == 200, plain.text
+    with_tools = await client.post("/v1/messages/count_tokens", json={**body, "tools": [tool]})
+    assert with_tools.status_code == 200, with_tools.text
+    # Counted as before: the messages, plus the tools' text.
+    assert plain.json()["input_tokens"] == expected
+    assert with_tools.json()["input_tokens"] > plain.json()["input_tokens"] + 2000
+    tools_chars = max(length for length, _ in calls)
+    assert tools_chars > LARGE_TEXT_CHARS
+    assert {length for length, _ in calls} >= {len(BIG), len(INSTRUCTIONS), tools_chars}
+    assert not [call for call in calls if call[1]], calls
+
+
+async def test_count_tokens_caps_a_message_with_anthropics_413(
+    client_for: Any, make_settings: Callable[..., Settings], fake_upstream: FakeUpstream
+) -> None:
+    client: httpx.AsyncClient = await client_for(make_settings(max_message_chars=1_000))
+    url = "/v1/messages/count_tokens"
+    ok = {"model": MODEL, "messages": [{"role": "user", "content": "x" * 1_000}]}
+    assert (await client.post(url, json=ok)).status_code == 200
+    use = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"q": "y" * 1_000}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "z" * 1_001}
+    for messages in (
+        [{"role": "user", "content": "x" * 1_001}],
+        [{"role": "user", "content": [{"type": "text", "text": "x" * 1_001}]}],
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [use]}],
+        [{"role": "user", "content": [result]}],
+    ):
+        response = await client.post(url, json={**ok, "messages": messages})
+        assert response.status_code == 413, (messages, response.text)
+        assert response.json()["type"] == "error"
+        error = response.json()["error"]
+        assert error["type"] == "request_too_large"
+        assert "CONTEXTGATE_MAX_MESSAGE_CHARS" in error["message"]
+    too_long_system = {**ok, "system": "s" * 1_001}
+    assert (await client.post(url, json=too_long_system)).status_code == 413
 
 
 @pytest.mark.parametrize("size", [1_001, 2_000])
