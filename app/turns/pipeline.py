@@ -110,7 +110,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     incoming = [
         m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages
     ]
-    own_system = _own_system_prompt(state, context, incoming)
+    own_system = await _own_system_prompt(state, context, incoming)
     hashes = [content_hash(m) for m in incoming]
     budget = TokenBudget(
         input_budget(
@@ -224,15 +224,18 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     )
 
 
-def _own_system_prompt(
+async def _own_system_prompt(
     state: AppState, context: TurnContext, incoming: list[dict[str, Any]]
 ) -> ConversationMessage | None:
     """Take the request's own system prompt out of what is stored (``own_system_prompt``):
-    it is sent first, before the stored conversation, for this request only."""
+    it is sent first, before the stored conversation, for this request only. A large one is
+    counted in the token pool, as the new messages are."""
     if not context.own_system_prompt or not incoming or incoming[0]["role"] != "system":
         return None
     message = incoming.pop(0)
-    count = state.tokens.count_message(message, context.request.model)
+    model = context.request.model
+    await state.tokens.precount_messages([message], model)
+    count = state.tokens.count_message(message, model)
     return ConversationMessage(**message, token_count=count, stored=False)
 
 

@@ -112,6 +112,34 @@ async def test_chat_pipeline_counts_large_messages_off_the_loop(
 
 BIG = "c" * 200_000 + " what is it?"
 INSTRUCTIONS = " ".join(f"rule {i}: answer briefly." for i in range(3000))
+DOORS = {
+    "/v1/responses": {"model": MODEL, "instructions": INSTRUCTIONS, "input": BIG},
+    "/v1/messages": {
+        "model": MODEL,
+        "max_tokens": 64,
+        "system": INSTRUCTIONS,
+        "messages": [{"role": "user", "content": BIG}],
+    },
+}
+
+
+@pytest.mark.parametrize("path", list(DOORS))
+async def test_other_doors_count_large_texts_off_the_loop(
+    client_for: Any,
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+) -> None:
+    """The Responses door's ``instructions`` (the request's own system prompt, not stored) and
+    the Anthropic door's ``system`` are counted in the pool too, not on the loop."""
+    calls = _record_large_counts(monkeypatch)
+    client: httpx.AsyncClient = await client_for(make_settings())
+    assert len(INSTRUCTIONS) > LARGE_TEXT_CHARS
+    response = await client.post(path, json=DOORS[path])
+    assert response.status_code == 200, response.text
+    assert {length for length, _ in calls} >= {len(BIG), len(INSTRUCTIONS)}
+    assert not [call for call in calls if call[1]], calls
 
 
 async def test_count_tokens_counts_large_texts_off_the_loop(
