@@ -10,7 +10,8 @@ The context block put next to the newest user message:
 
 ``CONTEXTGATE_MEMORY_TEMPLATE`` sets one line; fields: {type} {importance} {age} {content}
 {key} (empty for free-text memories) {date} (YYYY-MM-DD of the last update). With only the date
-(``date_prefix``) the block is the first line alone.
+(``date_prefix``) the block is the first line alone. Memories' text is escaped like every data
+block's (app.core.delimiters).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from app.core.delimiters import escape_delimiters
 
 __all__ = ["DEFAULT_TEMPLATE", "Line", "age_text", "render_block", "render_line", "stamp"]
 
@@ -63,16 +66,19 @@ def age_text(then: datetime | None, now: datetime) -> str:
 
 
 def render_line(template: str, line: Line, now: datetime) -> str:
-    content = " ".join(line.content.split())
-    if line.key:
-        content = f"{line.key}: {content}"
+    """One line; the memory's text (model- or tenant-written) on one line, with every prompt
+    delimiter escaped (any case and spacing): it can neither close nor forge a data block."""
+    content = escape_delimiters(" ".join(line.content.split()))
+    key = escape_delimiters(" ".join((line.key or "").split()))
+    if key:
+        content = f"{key}: {content}"
     updated = line.updated_at
     return template.format(
         type=line.memory_type,
         importance=line.importance,
         age=age_text(updated, now),
         content=content,
-        key=line.key or "",
+        key=key,
         date=updated.strftime("%Y-%m-%d") if updated else "",
     )
 
