@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.context.metadata import ContextUtilization
+from app.context.seal import Anchor
 from app.conversations.messages import ConversationMessage
 
 __all__ = ["render_messages"]
@@ -30,16 +31,23 @@ def _loop_start(sent: list[ConversationMessage]) -> int | None:
 
 
 def render_messages(
-    sent: list[ConversationMessage], utilization: ContextUtilization
+    sent: list[ConversationMessage],
+    utilization: ContextUtilization,
+    anchors: list[Anchor] | None = None,
 ) -> list[dict[str, Any]]:
+    """The messages as sent upstream, reasoning where the loop needs it. ``anchors`` collects
+    the answers with a prompt hash, for the seal (app/context/seal.py) to check."""
     start = _loop_start(sent)
     carries = [
         m.role == "assistant" and bool(m.thinking_blocks or m.reasoning_content) for m in sent
     ]
-    if start is None:
-        if any(carries):
-            utilization.notes.append(LOOP_CUT_NOTE)
-        return [m.to_openai() for m in sent]
-    return [
-        m.to_openai(with_reasoning=index > start and carries[index]) for index, m in enumerate(sent)
-    ]
+    if start is None and any(carries):
+        utilization.notes.append(LOOP_CUT_NOTE)
+    rendered = []
+    for index, message in enumerate(sent):
+        resend = start is not None and index > start and carries[index]
+        out = message.to_openai(with_reasoning=resend)
+        if anchors is not None and message.prompt_hash and message.role == "assistant":
+            anchors.append(Anchor(out, message, resend))
+        rendered.append(out)
+    return rendered

@@ -43,6 +43,8 @@ class ConversationMessage(BaseModel):
     # Per-turn context (memories, date, recalled messages) sent before this user message when
     # it was new; resent with it, byte for byte, so the prompt's prefix stays cacheable.
     context_prefix: str | None = None
+    # An assistant answer produced through contextgate: the hash of the prompt it answered.
+    prompt_hash: str | None = None
     sequence_number: int = 0
     turn_number: int = 0
     token_count: int = 0
@@ -120,7 +122,7 @@ def turn_start_index(messages: list[ConversationMessage]) -> int:
 HISTORY_COLUMNS = (
     "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
     "thinking_blocks", "context_prefix", "sequence_number", "turn_number", "token_count",
-    "start_tokens", "status", "content_hash",
+    "start_tokens", "status", "content_hash", "prompt_hash",
 )  # fmt: skip
 
 
@@ -130,13 +132,13 @@ def to_conversation_message(row: Message) -> ConversationMessage:
 
 
 def from_history_row(row: Sequence[Any]) -> ConversationMessage:
-    """A row of ``HISTORY_COLUMNS``, unvalidated. Unpacked by position: reading a row's 14
+    """A row of ``HISTORY_COLUMNS``, unvalidated. Unpacked by position: reading a row's 15
     columns by name cost more than the rest of building the message, for every message of the
     window on every turn."""
     (
         role, content, name, tool_calls, tool_call_id, reasoning_content, thinking_blocks,
         context_prefix, sequence_number, turn_number, token_count, start_tokens, status,
-        content_hash,
+        content_hash, prompt_hash,
     ) = row  # fmt: skip
     return _construct(
         {
@@ -148,6 +150,7 @@ def from_history_row(row: Sequence[Any]) -> ConversationMessage:
             "reasoning_content": reasoning_content,
             "thinking_blocks": thinking_blocks,
             "context_prefix": context_prefix,
+            "prompt_hash": prompt_hash,
             "sequence_number": sequence_number,
             "turn_number": turn_number,
             "token_count": token_count,

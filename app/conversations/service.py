@@ -331,6 +331,7 @@ class ConversationService:
             "reasoning_content": message.reasoning_content,
             "thinking_blocks": message.thinking_blocks,
             "context_prefix": message.context_prefix,
+            "prompt_hash": message.prompt_hash,
             "token_count": message.token_count,
             "start_tokens": start,
             "chain_hash": conversation.head_hash,

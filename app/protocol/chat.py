@@ -162,5 +162,17 @@ class ChatCompletionRequest(BaseModel):
         )
         return params
 
+    def without_thinking(self, *, anthropic: bool) -> ChatCompletionRequest:
+        """This request with the provider's extended thinking off, for a call whose tool loop
+        cannot resend its thinking: ``thinking``, and for an Anthropic model ``reasoning_effort``
+        too (litellm turns it into ``thinking``)."""
+        dropped = {"thinking", "reasoning_effort"} if anthropic else {"thinking"}
+        copy = self.model_copy()
+        if copy.__pydantic_extra__:
+            copy.__pydantic_extra__ = {
+                k: v for k, v in copy.__pydantic_extra__.items() if k not in dropped
+            }
+        return copy
+
 
 EXTENSION_FIELDS = frozenset({"conversation_id", "attachments", "context"})

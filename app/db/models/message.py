@@ -40,6 +40,8 @@ class Message(Base):
     thinking_blocks: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     # The per-turn context sent before this user message (see ConversationMessage).
     context_prefix: Mapped[str | None] = mapped_column(Text)
+    # An assistant answer's: the hash of the prompt it was produced for (app/context/seal.py).
+    prompt_hash: Mapped[str | None] = mapped_column(String(32))
     token_count: Mapped[int] = mapped_column(default=0)
     # Tokens of every earlier message of the conversation: lets a request load only the tail
     # that fits with one indexed range query, however long the conversation.
