@@ -108,6 +108,8 @@ async def recall_for_turn(
         logger.warning("message recall failed", exc_info=True)
         result.notes.append(f"message recall failed ({type(exc).__name__}); none recalled")
         return
+    if not found:
+        return  # nothing similar enough: nothing to say (not "no room")
     model = request.model
     while found:
         block = render_recalled(found, conversation_id)

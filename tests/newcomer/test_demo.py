@@ -144,3 +144,82 @@ def test_demo_plans_and_summarizes_attachments_and_shows_them_in_the_inspector(
     page = httpx.get(f"{demo}/ui", timeout=10)
     assert page.status_code == 200
     assert _extras(answer)["conversation_id"] in page.text
+
+
+def test_demo_compacts_a_conversation_that_outgrows_its_budget(demo: str) -> None:
+    """Long turns in an 800-token budget: the demo answers the compaction call in the
+    summarizer's JSON format, and the request that no longer fits reports its compaction.
+    (``compaction_ratio: 1`` keeps the background compaction after each answer from running
+    first, which would leave every request's ``compaction`` null.)"""
+    client = openai.OpenAI(base_url=f"{demo}/v1", api_key="sk-demo", max_retries=0)
+    context = {"max_input_tokens": 800, "compaction_ratio": 1}
+    conversation_id: str | None = None
+    reports: list[dict[str, Any]] = []
+    for turn in range(1, 8):
+        extra: dict[str, Any] = {"context": context}
+        if conversation_id is not None:
+            extra["conversation_id"] = conversation_id
+        text = f"My name is Ada. Turn {turn}. " + " ".join(
+            f"Note {i}: the billing service stores invoices in PostgreSQL." for i in range(25)
+        )
+        answer = client.chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": text}], extra_body=extra
+        )
+        conversation_id = _extras(answer)["conversation_id"]
+        utilization = _extras(answer)["context_utilization"]
+        assert utilization["tokens_used"] <= 800, utilization
+        if utilization["compaction"] is not None:
+            reports.append(utilization)
+    assert reports, "no request reported a compaction"
+    first = reports[0]
+    compaction = first["compaction"]
+    assert compaction["trigger"] == "before_request"
+    assert compaction["error"] is None, compaction
+    assert compaction["turns_compacted"] >= 1
+    assert compaction["summarizer_calls"] >= 1
+    assert compaction["tokens_after"] < compaction["tokens_before"]
+    assert first["breakdown"]["memory"] > 0  # the episodic summary is sent
+    assert first["notes"] == []
+    stored = httpx.get(f"{demo}/v1/conversations/{conversation_id}", timeout=10).json()
+    [summary, *_] = [s for s in stored["summaries"] if s["id"] in compaction["summary_ids"]]
+    assert summary["kind"] == "compaction"
+    assert summary["method"] == "llm"  # the demo's JSON was understood, not a fallback
+    assert summary["model"] == "demo-summarizer"
+    assert summary["episodic"].startswith("Demo summary of earlier turns")
+    assert "The user's name is Ada." in [fact["fact"] for fact in summary["facts"]]
+
+
+def test_demo_extracts_memories_and_injects_them_later(demo: str) -> None:
+    """With a ``user`` and ``memory_extraction: every_turn`` the demo answers the extraction
+    call; a later conversation of the same user gets the memory injected."""
+    client = openai.OpenAI(base_url=f"{demo}/v1", api_key="sk-demo", max_retries=0)
+    told = client.chat.completions.create(
+        model="demo",
+        user="ada",
+        messages=[{"role": "user", "content": "My name is Ada. I look after the orchard."}],
+        extra_body={"context": {"memory_extraction": "every_turn"}},
+    )
+    # nothing to recall for a new user is no fallback ("no room left" was noted here)
+    assert _extras(told)["context_utilization"]["notes"] == []
+    deadline = time.monotonic() + 30
+    memories: list[dict[str, Any]] = []
+    while not memories and time.monotonic() < deadline:  # extraction runs after the answer
+        listed = httpx.get(f"{demo}/v1/memories", params={"user": "ada"}, timeout=10)
+        memories = listed.json()["data"]
+        time.sleep(0.1)
+    [memory] = memories
+    assert memory["content"] == "The user's name is Ada."
+    assert memory["source"] == "extraction"
+    assert memory["conversation_id"] == _extras(told)["conversation_id"]
+    asked = client.chat.completions.create(
+        model="demo", user="ada", messages=[{"role": "user", "content": "What is my name?"}]
+    )
+    utilization = _extras(asked)["context_utilization"]
+    assert [m["id"] for m in utilization["memories_injected"]] == [memory["id"]]
+    assert utilization["breakdown"]["memory"] > 0
+    # the demo quotes the question it got: the memory block came with it
+    assert "The user's name is Ada." in (asked.choices[0].message.content or "")
+    someone_else = client.chat.completions.create(
+        model="demo", user="bob", messages=[{"role": "user", "content": "What is my name?"}]
+    )
+    assert _extras(someone_else)["context_utilization"]["memories_injected"] == []

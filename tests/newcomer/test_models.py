@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,3 +130,67 @@ async def test_unroutable_embedding_model_falls_back_to_the_embedded_embedder(
     assert "embedding model 'nope-embed' has no route here; the embedded embedder used instead" in (
         notes
     )
+
+
+async def test_unroutable_summarizer_falls_back_to_the_request_model_warned_once(
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The summarizer (default gpt-4o-mini) has no route in a model_list without it: the
+    artifact summary is asked of the request's own model, every answer says so in its notes,
+    and the start-up warning is logged once, not once per request."""
+    caplog.set_level(logging.WARNING, logger="app.llm.reach")
+    config = fake_model_list(tmp_path, fake_upstream, names=("fake-model", "local"))
+    client = await client_for(make_settings(upstream_base_url=None, config=config))
+    stored = (await client.post("/v1/attachments", json={"content": DOC})).json()
+    decision = {
+        "artifact_id": stored["id"],
+        "strategy": "summarize",
+        "priority": 1,
+        "summarization_focus": "what grows",
+    }
+    plan = {"artifacts": [decision], "reasoning": "too long: summarize it"}
+    fake_upstream.script(
+        "fake-model", [orjson.dumps(plan).decode(), "Apples grow in every row.", "Apples."]
+    )
+    response = await client.post(
+        "/v1/chat/completions",
+        json=_chat(
+            "fake-model",
+            attachments=[{"attachment_id": stored["id"]}],
+            context={"planning": "always", "max_input_tokens": 6000},
+        ),
+    )
+    assert response.status_code == 200, response.text
+    utilization = response.json()["context_utilization"]
+    [artifact] = utilization["artifacts_processed"]
+    assert artifact["strategy"] == "summarize", utilization
+    assert utilization["planning_usage"]["summarizer_calls"] == 1, utilization
+    fallback = "summarizer model 'gpt-4o-mini' has no route here; 'fake-model' used instead"
+    assert fallback in utilization["notes"], utilization["notes"]
+    calls = [request["body"] for request in fake_upstream.requests()]
+    assert [body["model"] for body in calls] == ["fake-model"] * 3
+    # the planner, the summary (its system prompt and the document), then the answer
+    summary = calls[1]["messages"]
+    assert str(summary[0]["content"]).startswith("You summarize a document"), summary
+    assert "Section 3: the orchard" in orjson.dumps(summary).decode()
+    for _ in range(2):  # later requests say it again; the log does not
+        again = await client.post("/v1/chat/completions", json=_chat("local"))
+        assert again.status_code == 200, again.text
+        assert (
+            fallback.replace("'fake-model'", "'local'")
+            in again.json()["context_utilization"]["notes"]
+        )
+    warnings = [
+        record
+        for record in caplog.records
+        if record.name == "app.llm.reach" and record.getMessage().startswith("summarizer model")
+    ]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    [warning] = warnings
+    assert warning.levelno == logging.WARNING
+    assert warning.model == "gpt-4o-mini"  # type: ignore[attr-defined]
+    assert "CONTEXTGATE_SUMMARIZER_MODEL" in warning.fix  # type: ignore[attr-defined]
