@@ -20,7 +20,10 @@ A fault: {"status": 429, "headers": {...}, "body": {...}, "message": "..."}, {"h
 {"delay_ms": 500}, {"drop_after_chunks": 3} (non-stream: half the body), {"chunk_delay_ms": 20},
 {"status": 401, "quote_key": true} (the message quotes the key it got, as OpenAI's does),
 {"content_type": "text/html", "body": "<html>…"} (that body with status 200 even to a stream),
-{"end_early": true} (a stream's content, then a clean close: no finish_reason, no [DONE]).
+{"end_early": true} (a stream's content, then a clean close: no finish_reason, no [DONE]),
+{"error_after_chunks": 2, "quote_key": true} (a stream's first 2 events, the role and the first
+word, then an SSE error event `data: {"error": …}`, its message quoting the key it got or
+`message`; no [DONE]).
 Per-request latency: header `X-Fake-Latency-Ms` (overrides `--latency-ms`).
 """
 

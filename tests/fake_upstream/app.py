@@ -108,6 +108,11 @@ def _delay_ms(request: Request, state: FakeState, fault: dict[str, Any]) -> floa
     return latency + float(fault.get("delay_ms") or 0) + hang
 
 
+def _quoting_key(request: Request) -> str:
+    key = request.headers.get("authorization", "").removeprefix("Bearer ")
+    return f"Incorrect API key provided: {key}. You can find your API key at …"
+
+
 def _fault_response(
     state: FakeState, fault: dict[str, Any], delay_ms: float, request: Request
 ) -> Reply | None:
@@ -122,8 +127,7 @@ def _fault_response(
     body = fault.get("body")
     message = fault.get("message")
     if fault.get("quote_key"):
-        key = request.headers.get("authorization", "").removeprefix("Bearer ")
-        message = f"Incorrect API key provided: {key}. You can find your API key at …"
+        message = _quoting_key(request)
     if body is None:
         body = r.error_body(status, message, fault.get("code"))
     payload = body.encode() if isinstance(body, str) else orjson.dumps(body)
@@ -177,6 +181,11 @@ async def chat_completions(request: Request) -> Reply:
             events = [
                 e for e in events if b'"finish_reason":null' in e and b'"choices":[]' not in e
             ]
+        after = fault.get("error_after_chunks")
+        if after is not None:  # a stream broken off by an error event, as OpenAI sends one
+            message = _quoting_key(request) if fault.get("quote_key") else fault.get("message")
+            error = r.error_body(int(fault.get("error_status") or 500), message)
+            events = [*events[: int(after)], r.sse(error)]
         return FakeResponse(state.hooks, events=events, chunk_delay=chunk_delay / 1000, **common)
     payload = orjson.dumps(r.completion(body, answer, n))
     return FakeResponse(state.hooks, body=payload, **common)

@@ -1,8 +1,9 @@
 """Issue 15.1: the operator's upstream key never reaches a tenant, the database or a log.
 
-The fake upstream answers 401 "Incorrect API key provided: <the key it got>", as OpenAI does.
-Through a real server (openai SDK and plain HTTP, streamed and not) the key appears in none of:
-the client's answer, the request_log row, the server's log. Keys both key-shaped (``sk-proj-…``)
+The fake upstream answers 401 "Incorrect API key provided: <the key it got>", as OpenAI does,
+or breaks a stream off with an SSE error event saying so after the first content chunk. Through
+a real server (openai SDK and plain HTTP, streamed and not) the key appears in none of: the
+client's answer, the request_log row, the server's log. Keys both key-shaped (``sk-proj-…``)
 and not (a model_list ``os.environ/NAME`` value, a plain upstream key) are masked: the first by
 shape, the others because contextgate registered every secret it knows at start.
 """
@@ -124,22 +125,55 @@ def test_quoted_upstream_key_reaches_no_client_row_or_log(
 def test_streamed_error_frame_is_redacted(
     proxy: tuple[ContextgateServer, Path], fake_upstream: FakeUpstream
 ) -> None:
-    """A key quoted mid-stream (an error event after the first chunk) is masked too."""
-    server, _ = proxy
-    fake_upstream.faults("*", [{"status": 401, "quote_key": True}])
+    """A key quoted mid-stream (an SSE error event after the first content chunk, when the
+    client already has its 200) is masked in the error frame, the request log and the log."""
+    server, database = proxy
+    fake_upstream.faults("*", [{"error_after_chunks": 2, "quote_key": True}])
     with httpx.Client(base_url=server.url, timeout=30) as http:
         response = http.post(
             "/v1/chat/completions",
             json={
                 "model": "shaped",
-                "messages": [{"role": "user", "content": "x"}],
+                "messages": [{"role": "user", "content": "mid-stream"}],
                 "stream": True,
             },
         )
-    text = response.text + repr(sse_events(response) if response.status_code == 200 else [])
-    assert MASK in text
+    assert fake_upstream.requests()[-1]["headers"]["authorization"] == f"Bearer {SHAPED}"
+    assert response.status_code == 200, response.text
+    events = sse_events(response)
+    errors = [i for i, event in enumerate(events) if isinstance(event, dict) and "error" in event]
+    assert errors, events
+    # The first content chunk reached the client before the error frame.
+    contents = [
+        i
+        for i, event in enumerate(events)
+        if isinstance(event, dict)
+        and any((c.get("delta") or {}).get("content") for c in event.get("choices") or [])
+    ]
+    assert contents, events
+    assert contents[0] < errors[0]
+    message = events[errors[0]]["error"]["message"]
+    assert "Incorrect API key provided" in message
+    assert MASK in message
     for value in SECRETS:
-        assert value not in text
+        assert value not in response.text
+
+    with sqlite3.connect(database) as db:
+        row = db.execute(
+            "SELECT status, error, context_utilization FROM request_logs WHERE id = ?",
+            (response.headers["x-request-id"],),
+        ).fetchone()
+    assert row is not None
+    assert row[0] != "ok"
+    assert "Incorrect API key provided" in row[1]
+    assert MASK in row[1]
+    stored = repr(row) + repr(
+        [path.read_bytes() for path in database.parent.glob(f"{database.name}*")]
+    )
+    log = (server.log_path or Path()).read_text(errors="replace")
+    for value in SECRETS:
+        assert value not in stored
+        assert value not in log
 
 
 def test_redactor_masks_known_secrets_and_key_shapes() -> None:
