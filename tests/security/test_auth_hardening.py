@@ -12,6 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import update
 
+from app.core.database import create_database
 from app.core.settings import Settings
 from app.db.models import ApiKey, UiSession
 from tests.cli.test_cli_keys import invoke
@@ -70,16 +71,41 @@ async def test_cli_creates_and_lists_keys_with_their_expiry(sqlite_url: str) -> 
         invoke, sqlite_url, "keys", "create", "temp", "--expires-at", "2099-05-01T12:00:00Z"
     )
     assert code == 0, output
+    soon = (datetime.now(UTC) + timedelta(days=3)).replace(second=0, microsecond=0)
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    for name, when in (("soon", soon.isoformat()), ("gone", later)):
+        code, output = await asyncio.to_thread(
+            invoke, sqlite_url, "keys", "create", name, "--expires-at", when
+        )
+        assert code == 0, output
+    database = create_database(sqlite_url, pool_size=1)
+    try:  # "gone" expires (as time would), straight in the database
+        async with database.writing() as session:
+            past = datetime.now(UTC) - timedelta(hours=1)
+            await session.execute(
+                update(ApiKey).where(ApiKey.name == "gone").values(expires_at=past)
+            )
+    finally:
+        await database.dispose()
     code, output = await asyncio.to_thread(invoke, sqlite_url, "keys", "list")
     assert code == 0, output
-    assert "2099-05-01 12:00:00 UTC" in output
+    rows = {line.split()[3]: line for line in output.splitlines() if "key_" in line}
+    assert set(rows) == {"temp", "soon", "gone"}, output
+    assert "2099-05-01 12:00:00 UTC" in rows["temp"]
+    assert f"{soon:%Y-%m-%d %H:%M:%S} UTC" in rows["soon"]
+    assert "(expired)" in rows["gone"]
+    assert output.count("(expired)") == 1, output
     code, output = await asyncio.to_thread(
         invoke, sqlite_url, "keys", "create", "old", "--expires-at", "2001-01-01T00:00:00Z"
     )
     assert code == 2
     assert "future" in output
     code, output = await asyncio.to_thread(invoke, sqlite_url, "doctor")
-    assert "1 virtual keys" in output, output
+    expected = (
+        "3 virtual keys, 1 expired, 2 with an expiry; "
+        f"1 expire within 7 days (first {soon:%Y-%m-%d %H:%M} UTC)"
+    )
+    assert expected in output, output
 
 
 async def test_failed_auth_is_throttled_per_address_with_retry_after(
