@@ -212,6 +212,9 @@ def run(args: argparse.Namespace) -> RunResult:
                 conversation_id = (reply.model_extra or {}).get("conversation_id") or (
                     conversation_id
                 )
+            # Sessions are days apart in the data: let the work contextgate does after an
+            # answer (message vectors, memory extraction) finish before the questions.
+            time.sleep(args.settle)
             for question, gold, date, kind in instance.questions:
                 text = f"[today: {date}] {question}" if date else question
                 body = {"context": ask}
@@ -279,6 +282,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--judge-model", default=None)
     parser.add_argument("--out", default=None, help="JSON lines, one per question")
     parser.add_argument("--report", default=None, help="the summary below, as a JSON file")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=1.0,
+        help="seconds between an instance's last session and its questions, for the background "
+        "work after an answer (message vectors, memory extraction) to finish",
+    )
     parser.add_argument(
         "--run-id",
         default=None,

@@ -168,7 +168,7 @@ def test_longmemeval_runs_against_contextgate_and_writes_its_results(
     done = _runner(
         server,
         *("--data", str(data), "--model", "fake-model", "--budget", "300"),
-        *("--out", str(out), "--report", str(report), "--run-id", "t1"),
+        *("--out", str(out), "--report", str(report), "--run-id", "t1", "--settle", "3"),
     )
 
     chats = _chats(fake_upstream, "fake-model")
