@@ -15,7 +15,9 @@ From the prompts the upstream actually received (tiktoken counts):
   cache at 1.25x (Anthropic's prices with a breakpoint at the end of every prompt; OpenAI's
   automatic caching is the same shape at 0.5x / 1x). Reported against pass-through;
 - share of calls whose prompt starts with the whole previous prompt;
-- raw input tokens, the largest prompt, prompts over the budget, broken tool call/result pairs.
+- raw input tokens and the largest prompt (messages), prompts over the budget (messages plus
+  the tool definitions the upstream got, as contextgate counts them), broken tool call/result
+  pairs.
 
 ``--record`` writes the figures into bench/README.md's "## Agent loop" section and the plot to
 bench/agent_loop_cost.png.
@@ -150,6 +152,7 @@ class Run:
     mode: str
     budget: int
     prompts: list[list[dict[str, Any]]] = field(default_factory=list)
+    tools: list[int] = field(default_factory=list)  # each prompt's tool definitions, in tokens
     seconds: float = 0.0
     _figures: dict[str, Any] | None = None
 
@@ -162,11 +165,11 @@ class Run:
         return self._figures
 
     def _compute(self) -> dict[str, Any]:
-        tools = counter.count_text(orjson.dumps(TOOLS).decode(), COUNT_MODEL)
-        costs, sizes, kept, previous = [], [], 0, None
-        for prompt in self.prompts:
+        costs, sizes, kept, previous, over = [], [], 0, None, 0
+        for prompt, tools in zip(self.prompts, self.tools, strict=True):
             sizes.append(sum(self.tokens(m) for m in prompt) + 3)
             total = sizes[-1] + tools
+            over += total > self.budget  # the tools count in the budget, as contextgate counts
             cached = 0
             if previous is not None:
                 common = 0
@@ -184,7 +187,7 @@ class Run:
             "kept": kept / max(1, len(self.prompts) - 1),
             "raw": sum(sizes),
             "largest": max(sizes),
-            "over": sum(1 for s in sizes if s > self.budget),
+            "over": over,
             "broken": sum(_broken_pairs(p) for p in self.prompts),
         }
 
@@ -353,6 +356,10 @@ def run_loop(
         body = record.get("body") or {}
         if record.get("path", "").endswith("/chat/completions") and body.get("model") == MODEL:
             run.prompts.append(body["messages"])
+            tools = body.get("tools")
+            run.tools.append(
+                counter.count_text(orjson.dumps(tools).decode(), COUNT_MODEL) if tools else 0
+            )
     return run
 
 
@@ -434,7 +441,7 @@ def main() -> None:
             for budget in budgets:
                 for mode in modes:
                     if mode == "pass-through" and runs and runs[0].mode == "pass-through":
-                        runs.append(Run(mode, budget, runs[0].prompts))  # the same prompts
+                        runs.append(Run(mode, budget, runs[0].prompts, runs[0].tools))
                         continue
                     for policy in policies if mode == "cache-aware fit" else [{}]:
                         name = f"{mode} {orjson.dumps(policy).decode()}" if policy else mode

@@ -70,10 +70,13 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
     budget = spec.budget
     system_tokens, current_tokens, fixed = budget.system, budget.current, budget.fixed
     if fixed > budget.usable:
+        parts = "The system prompt, the tools and the newest message"
+        if not budget.tools:
+            parts = "The system prompt and the newest message"
         raise ContextLengthExceeded(
-            f"The system prompt and the newest message need {fixed} tokens, more than the "
-            f"input budget of {budget.usable} tokens for model '{spec.model}'. Shorten the "
-            "message or raise context.max_input_tokens.",
+            f"{parts} need {fixed} tokens, more than the input budget of {budget.usable} "
+            f"tokens for model '{spec.model}'. Shorten the message or raise "
+            "context.max_input_tokens.",
             param="messages",
         )
     cached: CacheFit | None = None
@@ -101,6 +104,7 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
         messages_excluded=excluded,
         breakdown=ContextBreakdown(
             system=system_tokens,
+            tools=budget.tools,
             history=history_tokens,
             current=current_tokens,
             overhead=REPLY_PRIMER,

@@ -1,12 +1,19 @@
-"""How many input tokens a request may send upstream."""
+"""How many input tokens a request may send upstream, and what is spoken for in it."""
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from app.context.tokens import REPLY_PRIMER
+import orjson
 
-__all__ = ["BudgetPolicy", "TokenBudget", "input_budget"]
+from app.context.tokens import REPLY_PRIMER, TokenCounter
+
+__all__ = ["BudgetPolicy", "TokenBudget", "count_tools", "input_budget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,27 +44,59 @@ def input_budget(
     return max(1, window - reserve - margin)
 
 
+# Agents resend the same tool definitions on every call (Claude Code: a dozen large ones), so
+# their count is kept by a hash of their JSON and encoding: one tokenization per tool set.
+_TOOLS_CACHE_ENTRIES = 256
+_tools_cache: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+_tools_lock = threading.Lock()
+
+
+async def count_tools(
+    counter: TokenCounter, tools: Sequence[dict[str, Any]] | None, model: str
+) -> int:
+    """Tokens of the tool definitions sent with the request: their JSON, counted as the
+    Anthropic door's ``count_tokens`` counts them; a large set in the token pool (off the loop)."""
+    if not tools:
+        return 0
+    data = orjson.dumps(list(tools))
+    key = (counter.encoding(model).name, hashlib.blake2b(data, digest_size=16).digest())
+    with _tools_lock:
+        cached = _tools_cache.get(key)
+        if cached is not None:
+            _tools_cache.move_to_end(key)
+            return cached
+    text = data.decode()
+    await counter.precount([text], model)
+    tokens = counter.count_text(text, model)
+    with _tools_lock:
+        _tools_cache[key] = tokens
+        while len(_tools_cache) > _TOOLS_CACHE_ENTRIES:
+            _tools_cache.popitem(last=False)
+    return tokens
+
+
 @dataclass(slots=True)
 class TokenBudget:
     """A request's input budget and what is spoken for, counted once and passed along.
 
-    ``total`` is what ``input_budget`` allows. ``system`` and ``current`` (the current turn, from
-    the newest user message on) are counted once when the turn is measured; the context engine
-    updates ``current`` when it rewrites the turn (processed tool results, the context block);
-    memory reserves the bundle and injected memories. Every stage reads what it may use from
-    here instead of recounting: ``history_room`` for the history (and artifacts) and
-    ``fixed`` for what is always sent.
+    ``total`` is what ``input_budget`` allows. ``system``, ``tools`` (the tool definitions sent
+    with the request) and ``current`` (the current turn, from the newest user message on) are
+    counted once when the turn is measured; the context engine updates ``current`` when it
+    rewrites the turn (processed tool results, the context block); memory reserves the bundle
+    and injected memories. Every stage reads what it may use from here instead of recounting:
+    ``history_room`` for the history (and artifacts) and ``fixed`` for what is always sent.
     """
 
     total: int
     system: int = 0
     current: int = 0
     memory: int = 0
+    tools: int = 0
 
     @property
     def fixed(self) -> int:
-        """Always sent: the reply primer, the system prompt and the current turn."""
-        return REPLY_PRIMER + self.system + self.current
+        """Always sent: the reply primer, the system prompt, the tools and the current turn."""
+        return REPLY_PRIMER + self.system + self.tools + self.current
 
     @property
     def usable(self) -> int:

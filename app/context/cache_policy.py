@@ -43,7 +43,9 @@ class CacheState:
 
 
 def cache_policy(settings: Settings, options: CacheOptions) -> CachePolicy:
-    exclude = options.exclude_tools
+    """The request's ``context.cache`` over the deployment's settings. ``exclude_tools`` is
+    the union of both: a request can protect more tools, never unprotect the deployment's."""
+    exclude = {*settings.cache_exclude_tools, *(options.exclude_tools or ())}
     return CachePolicy(
         enabled=_pick(options.enabled, settings.cache_enabled),
         high_water_ratio=_pick(options.high_water_ratio, settings.cache_high_water_ratio),
@@ -52,6 +54,6 @@ def cache_policy(settings: Settings, options: CacheOptions) -> CachePolicy:
         clear_at_least_tokens=_pick(
             options.clear_at_least_tokens, settings.cache_clear_at_least_tokens
         ),
-        exclude_tools=frozenset(settings.cache_exclude_tools if exclude is None else exclude),
+        exclude_tools=frozenset(exclude),
         cache_hints=_pick(options.cache_hints, settings.cache_hints),
     )

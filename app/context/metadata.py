@@ -27,6 +27,8 @@ class ContextBreakdown(BaseModel):
     """Tokens by part; the parts add up to ``tokens_used``."""
 
     system: int = 0
+    # The tool definitions sent with the request (``tools``), as their JSON counts.
+    tools: int = 0
     history: int = 0
     artifacts: int = 0
     memory: int = 0
@@ -36,7 +38,13 @@ class ContextBreakdown(BaseModel):
 
     def total(self) -> int:
         return (
-            self.system + self.history + self.artifacts + self.memory + self.current + self.overhead
+            self.system
+            + self.tools
+            + self.history
+            + self.artifacts
+            + self.memory
+            + self.current
+            + self.overhead
         )
 
 

@@ -22,7 +22,7 @@ __all__ = [
     "scale_bars",
 ]
 
-PARTS = ("system", "history", "artifacts", "memory", "current", "overhead")
+PARTS = ("system", "tools", "history", "artifacts", "memory", "current", "overhead")
 
 
 @dataclass(slots=True)

@@ -186,14 +186,15 @@ async def _compaction_and_bundle(
     summaries = resolved.summaries  # read with the conversation when it was named
     if summaries is None:
         summaries = await memory_repository.active_summaries(session, conversation.id)
-    system = budget.system
+    system, tools = budget.system, budget.tools
     new_tokens = sum(m.token_count for m in new)
 
     def fits(boundary_tokens: int, summary_tokens: int) -> bool:
         # Everything stored after the boundary plus the new messages: history and the current
-        # turn, each counted once.
+        # turn, each counted once; the tools are sent beside them.
         raw = conversation.total_tokens - max(system, boundary_tokens)
-        return REPLY_PRIMER + system + min(summary_tokens, cap) + raw + new_tokens <= total
+        fixed = REPLY_PRIMER + system + tools
+        return fixed + min(summary_tokens, cap) + raw + new_tokens <= total
 
     if not fits(memory.boundary_tokens, sum(s.token_count for s in summaries)):
         report = await _compact_now(state, context, resolved, new, cap, fits)

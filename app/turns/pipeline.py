@@ -15,7 +15,7 @@ from typing import Any
 from app.attachments.service import attachment_service
 from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, assemble
 from app.context.breakpoints import keep_client_breakpoints
-from app.context.budget import BudgetPolicy, TokenBudget, input_budget
+from app.context.budget import BudgetPolicy, TokenBudget, count_tools, input_budget
 from app.context.cache_fit import annotate as annotate_cache
 from app.context.cache_hints import (
     add_cache_hints,
@@ -79,16 +79,28 @@ def _budget_policy(state: AppState) -> BudgetPolicy:
     )
 
 
+def _tool_definitions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
+    """What the upstream gets as tool definitions: ``tools`` (every door's, normalised to the
+    chat form) and the legacy ``functions``."""
+    tools = list(request.tools or [])
+    functions = (request.model_extra or {}).get("functions")
+    if isinstance(functions, list):
+        tools += [f for f in functions if isinstance(f, dict)]
+    return tools
+
+
 async def _passthrough(state: AppState, context: TurnContext) -> Prepared:
     request = context.request
     messages = [m.model_dump(exclude_none=True) for m in request.messages]
     tokens = await state.tokens.count_messages_async(messages, request.model)  # off the loop
+    tools = await count_tools(state.tokens, _tool_definitions(request), request.model)
     utilization = ContextUtilization(
         model_name=request.model,
         strategy="passthrough",
-        tokens_used=tokens,
+        tokens_used=tokens + tools,
         messages_included=len(messages),
     )
+    utilization.breakdown.tools = tools
     utilization.breakdown.current = tokens - REPLY_PRIMER
     utilization.breakdown.overhead = REPLY_PRIMER
     return Prepared(
@@ -118,7 +130,9 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             context_window=state.llm.model_info(model).max_input_tokens,
             output_tokens_requested=request.output_tokens_requested,
             policy=_budget_policy(state),
-        )
+        ),
+        # Sent with every call and never trimmed: counted once (cached by the tools' hash).
+        tools=await count_tools(state.tokens, _tool_definitions(request), model),
     )
     async with state.database.reading() as session:
         resolved = await conversation_service.resolve(

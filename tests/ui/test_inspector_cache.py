@@ -22,7 +22,9 @@ async def test_the_timeline_shows_cuts_and_cleared_tool_results(
     usages = []
     conversation_id = ""
     for step in range(10):
-        messages.append({"role": "user", "content": f"Step {step}. CALL_TOOL:read_file:{{}}"})
+        # Long asks: what clearing cannot shrink grows, so the loop is cut as well.
+        ask = f"Step {step}. " + "Please look again. " * 50 + "CALL_TOOL:read_file:{}"
+        messages.append({"role": "user", "content": ask})
         for _ in range(2):
             body = {
                 "model": "gpt-4o-mini",
@@ -56,3 +58,13 @@ async def test_the_timeline_shows_cuts_and_cleared_tool_results(
             rf"read_file {item['tool_call_id']}</span> \({item['tokens']} tokens", html
         )
     assert "tool results sent as placeholders" in html
+    # Where the prompt was cut: the first message kept and how many were dropped.
+    cuts = [stats for stats in usages if stats["cut"]]
+    assert cuts, "the loop went below what clearing alone could keep"
+    for stats in cuts:
+        assert stats["messages_dropped"] > 0
+        assert (
+            f"<b>cut</b>: history from message #{stats['cut_at_sequence']}, "
+            f"{stats['messages_dropped']} messages dropped"
+        ) in html
+    assert html.count("<b>cut</b>: history from message #") == len(cuts)
