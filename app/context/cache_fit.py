@@ -54,7 +54,7 @@ def placeholder_text(tool_name: str, call_id: str, tokens: int) -> str:
     return (
         f"[contextgate: the result of tool '{tool_name}' (call {call_id}, {tokens} tokens) "
         "was cleared from this prompt to save context; the full result is stored with the "
-        "conversation and can be brought back]"
+        "conversation and is recalled when a later question needs it]"
     )
 
 

@@ -5,14 +5,16 @@ focus text, which a document can steer) between tags such as ``<contextgate_cont
 ``<document>``, ``<artifact_preview>``, ``<source>``, ``<transcript>``. Quoted text must not
 open or close any of them: every tag-like sequence naming one of these delimiters, in any case
 and spacing (``</DOCUMENT >``, ``< /contextgate_context>``, ``<document id="x">``, a bare
-``</source``), has its ``<`` written as ``&lt;``. Nothing else in the text changes.
+``</source``), has its ``<`` written as ``&lt;``. The bracketed markers (``[RECALLED: …]``,
+``[/RECALLED]``, ``[CONTEXT: …]``, in any case and spacing: ``[ / recalled ]``) have their ``[``
+written as ``&#91;``. Nothing else in the text changes.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["DELIMITERS", "escape_delimiters", "tag_block"]
+__all__ = ["BRACKET_MARKERS", "DELIMITERS", "escape_delimiters", "tag_block"]
 
 # Every tag name a contextgate prompt uses as a delimiter.
 DELIMITERS = (
@@ -33,10 +35,23 @@ _TAG = re.compile(
     re.IGNORECASE,
 )
 
+# Every bracketed marker a contextgate prompt uses as a delimiter: the recalled-messages block
+# (app/memories/recall.py) and the per-turn context stamp (app/memories/template.py).
+BRACKET_MARKERS = ("recalled", "context")
+
+_BRACKET = re.compile(
+    r"\[(?=\s*/?\s*(?:" + "|".join(BRACKET_MARKERS) + r")(?![\w-]))",
+    re.IGNORECASE,
+)
+
 
 def escape_delimiters(text: str) -> str:
     """``text`` with no sequence that could open or close a delimiter of ours."""
-    return _TAG.sub("&lt;", text) if "<" in text else text
+    if "<" in text:
+        text = _TAG.sub("&lt;", text)
+    if "[" in text:
+        text = _BRACKET.sub("&#91;", text)
+    return text
 
 
 def tag_block(tag: str, text: str, attributes: str = "") -> str:

@@ -97,6 +97,8 @@ def _recall_may_search(prepared: Any, usage: Usage | None, budget: int | None) -
     utilization = prepared.utilization
     if utilization.messages_excluded or utilization.compaction:
         return True
+    if utilization.cache_stats.cleared_tool_results:  # recall brings cleared results back
+        return True
     tokens = max(utilization.tokens_used, usage.prompt_tokens if usage is not None else 0)
     return budget is not None and budget > 0 and tokens >= RECALL_VECTORS_FROM * budget
 

@@ -1,12 +1,15 @@
 """Message recall (seed 004): when the history sent is cut, bring back the stored messages most
-similar to the newest user message.
+similar to the newest user message; and the tool results the cache-aware fit sends as
+placeholders (app/context/cache_fit.py), in full, when the newest user message needs them.
 
 When a conversation has been compacted or its history trimmed, ``plan_recall`` reserves up to
 ``recall_token_cap`` tokens of the budget before the history is fitted. After assembly,
 ``recall_for_turn`` embeds the newest user message, compares it with the vectors of the
 conversation's messages that did not make it into the prompt, keeps those at or above the
 embedder's minimum similarity (top ``recall_top_k``), and renders them as one block marked as
-recalled, each with its turn, time and role. When the conversation has fewer than
+recalled, each with its turn, time and role (a tool result: its tool name and call id). Every
+quoted text has contextgate's delimiters escaped (app/core/delimiters.py): it can neither close
+the block nor forge another. When the conversation has fewer than
 ``recall_cross_session_below`` vectors, the same user's other conversations (same tenant, same
 ``user``; never another) are searched too, their 200 newest vectors.
 
@@ -19,9 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,14 +32,25 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.tokens import text_of
+from app.core.delimiters import escape_delimiters
 from app.core.state import AppState
-from app.db.models import Message, MessageVector
+from app.db.models import Message
 from app.memories.embedder import Embedder, decode_vector
+from app.memories.recall_vectors import (
+    CROSS_SESSION_FETCH,
+    Hits,
+    VectorCache,
+    VectorSet,
+    conversation_vectors,
+    other_conversations,
+)
 from app.memories.vectors import (
     MissingMessage,
     embed_messages,
+    excluded_tool_results,
     missing_messages,
     save_message_vectors,
+    tool_names,
 )
 
 __all__ = [
@@ -56,8 +69,6 @@ RECALL_HEADER = (
     "[RECALLED: earlier messages no longer in this conversation's history, most similar first]"
 )
 RECALL_FOOTER = "[/RECALLED]"
-CROSS_SESSION_FETCH = 200  # the seed's vector fetch limit for other conversations
-_CACHE_SIZE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,139 +81,33 @@ class Recalled:
     similarity: float
     text: str
     created_at: datetime
+    tool_call_id: str | None = None
+    tool_name: str | None = None
 
     def report(self) -> dict[str, Any]:
-        return {
+        found = {
             "sequence_number": self.sequence_number,
             "turn_number": self.turn_number,
             "conversation_id": self.conversation_id,
             "similarity": round(self.similarity, 4),
+            "role": self.role,
         }
-
-
-@dataclass(slots=True)
-class VectorSet:
-    """A conversation's message vectors for one embedder, loaded incrementally by row id."""
-
-    model: str
-    last_id: int = 0
-    message_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    sequences: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    matrix: np.ndarray | None = None
-
-    max_sequence: int = -1  # of every row seen, with or without a vector
-
-    @property
-    def size(self) -> int:
-        return int(self.message_ids.shape[0])
-
-    def extend(self, rows: Sequence[Any]) -> None:
-        usable = [r for r in rows if r.embedding is not None and r.embedding_model == self.model]
-        if rows:
-            self.last_id = max(self.last_id, max(int(r.id) for r in rows))
-            self.max_sequence = max(self.max_sequence, max(int(r.sequence_number) for r in rows))
-        if not usable:
-            return
-        vectors = np.stack([decode_vector(r.embedding) for r in usable])
-        if self.matrix is not None and self.matrix.shape[1] != vectors.shape[1]:
-            return
-        self.matrix = vectors if self.matrix is None else np.vstack([self.matrix, vectors])
-        self.message_ids = np.concatenate(
-            [self.message_ids, np.asarray([r.message_id for r in usable], dtype=np.int64)]
-        )
-        self.sequences = np.concatenate(
-            [self.sequences, np.asarray([r.sequence_number for r in usable], dtype=np.int64)]
-        )
-
-
-class VectorCache:
-    """(tenant, conversation, embedder) -> VectorSet, least recently used out."""
-
-    def __init__(self, size: int = _CACHE_SIZE) -> None:
-        self._size = size
-        self._sets: OrderedDict[tuple[str, str, str], VectorSet] = OrderedDict()
-
-    def get(self, key: tuple[str, str, str]) -> VectorSet:
-        found = self._sets.get(key)
-        if found is None:
-            found = VectorSet(model=key[2])
-            self._sets[key] = found
-        self._sets.move_to_end(key)
-        while len(self._sets) > self._size:
-            self._sets.popitem(last=False)
+        if self.role == "tool":
+            found |= {"tool_call_id": self.tool_call_id, "tool_name": self.tool_name}
         return found
 
 
-_VECTOR_COLUMNS = (
-    MessageVector.id,
-    MessageVector.message_id,
-    MessageVector.sequence_number,
-    MessageVector.conversation_id,
-    MessageVector.embedding,
-    MessageVector.embedding_model,
-)
+@dataclass(frozen=True, slots=True)
+class ToolScope:
+    """The tool results recall may bring back: ``placeholders``, those this prompt sends
+    cleared; ``cleared_before``, the stored clearing boundary (cleared results that were cut
+    since have vectors too); ``exclude``, tools the deployment never clears."""
 
-
-async def _conversation_vectors(
-    cache: VectorCache,
-    session: AsyncSession,
-    tenant_id: str,
-    conversation_id: str,
-    model: str,
-) -> VectorSet:
-    vectors = cache.get((tenant_id, conversation_id, model))
-    statement = (
-        select(*_VECTOR_COLUMNS)
-        .where(
-            MessageVector.conversation_id == conversation_id,
-            MessageVector.tenant_id == tenant_id,
-            MessageVector.id > vectors.last_id,
-        )
-        .order_by(MessageVector.id)
-    )
-    vectors.extend((await session.execute(statement)).all())
-    return vectors
-
-
-async def _other_conversations(
-    session: AsyncSession, tenant_id: str, user: str, conversation_id: str, model: str
-) -> list[Any]:
-    statement = (
-        select(*_VECTOR_COLUMNS)
-        .where(
-            MessageVector.tenant_id == tenant_id,
-            MessageVector.user_id == user,
-            MessageVector.conversation_id != conversation_id,
-            MessageVector.embedding_model == model,
-            MessageVector.embedding.is_not(None),
-        )
-        .order_by(MessageVector.id.desc())
-        .limit(CROSS_SESSION_FETCH)
-    )
-    return list((await session.execute(statement)).all())
-
-
-@dataclass(slots=True)
-class _Hits:
-    message_ids: list[int] = field(default_factory=list)
-    similarities: list[float] = field(default_factory=list)
-
-    def add(self, ids: np.ndarray, cosine: np.ndarray, minimum: float) -> None:
-        keep = np.flatnonzero(cosine >= minimum)
-        self.message_ids.extend(int(i) for i in ids[keep])
-        self.similarities.extend(float(c) for c in cosine[keep])
-
-    def best(self, top_k: int) -> list[tuple[int, float]]:
-        pairs = sorted(zip(self.message_ids, self.similarities, strict=True), key=lambda p: -p[1])
-        seen: set[int] = set()
-        chosen: list[tuple[int, float]] = []
-        for message_id, similarity in pairs:
-            if message_id not in seen:
-                seen.add(message_id)
-                chosen.append((message_id, similarity))
-            if len(chosen) >= top_k:
-                break
-        return chosen
+    placeholders: frozenset[int] = frozenset()
+    cleared_before: int = 0
+    exclude: frozenset[str] = frozenset()
+    max_chars: int = 0  # a recalled result's text, before the room is fitted
+    lazy_limit: int = 8  # results a request embeds itself (the background does the rest)
 
 
 async def search(
@@ -221,48 +126,65 @@ async def search(
     min_similarity: float,
     cross_session_below: int,
     max_chars: int,
+    tools: ToolScope | None = None,
 ) -> list[Recalled]:
     """The stored messages most similar to ``query``: this conversation's messages in
-    ``[first_sequence, before_sequence)``, and the user's other conversations when this one
-    has few vectors; at or above ``min_similarity``, best first."""
+    ``[first_sequence, before_sequence)`` and the cleared tool results ``tools`` names, and
+    the user's other conversations when this one has few vectors; at or above
+    ``min_similarity``, best first."""
+    tools = tools or ToolScope()
     embedding = asyncio.ensure_future(embedder.embed([query]))  # on its thread meanwhile
     try:
-        vectors = await _conversation_vectors(
+        vectors = await conversation_vectors(
             cache, session, tenant_id, conversation_id, embedder.name
         )
     finally:
         query_vector = (await embedding)[0]
-    hits = _Hits()
+    hits = Hits()
     if vectors.matrix is not None:
         window = (vectors.sequences >= first_sequence) & (vectors.sequences < before_sequence)
+        if tools.placeholders:
+            window |= np.isin(vectors.sequences, np.fromiter(tools.placeholders, np.int64))
         rows = np.flatnonzero(window)
         if rows.size:
             hits.add(vectors.message_ids[rows], vectors.matrix[rows] @ query_vector, min_similarity)
     missing: list[MissingMessage] = []
     if vectors.max_sequence < before_sequence - 1:  # the background has not caught up (yet)
         missing = await missing_messages(
-            session, tenant_id, conversation_id, embedder.name, before_sequence=before_sequence
+            session,
+            tenant_id,
+            conversation_id,
+            embedder.name,
+            before_sequence=before_sequence,
+            tools_before=tools.cleared_before,
         )
         # The newest ones (just cut) now, as many as a request may embed; the background
         # embeds the rest after this turn.
         cut = [m for m in missing if m.sequence_number >= first_sequence]
         missing = cut[-embedder.request_batch :]
+    absent = tools.placeholders - {int(s) for s in vectors.sequences}
+    absent -= {m.sequence_number for m in missing}
+    if absent:  # cleared by this request or the previous ones: the newest few now
+        found = await missing_messages(
+            session, tenant_id, conversation_id, embedder.name, tool_sequences=sorted(absent)
+        )
+        missing += found[-tools.lazy_limit :]
     if missing:
+        excluded = await excluded_tool_results(
+            session, tenant_id, conversation_id, missing, tools.exclude
+        )
         await _lazy(
             state,
             embedder,
-            tenant_id,
-            conversation_id,
-            user,
+            (tenant_id, conversation_id, user),
             missing,
+            excluded,
             query_vector,
             min_similarity,
             hits,
         )
     if user and vectors.size + len(missing) < cross_session_below:
-        others = await _other_conversations(
-            session, tenant_id, user, conversation_id, embedder.name
-        )
+        others = await other_conversations(session, tenant_id, user, conversation_id, embedder.name)
         others = [r for r in others if r.embedding is not None]
         if others:
             matrix = np.stack([decode_vector(r.embedding) for r in others])
@@ -273,10 +195,10 @@ async def search(
     best = hits.best(top_k + 4)
     if not best:
         return []
-    found = await _load(session, tenant_id, best, max_chars)
+    found_rows = await _load(session, tenant_id, best, max_chars, tools.max_chars or max_chars)
     seen = {" ".join(query.lower().split())}
     unique: list[Recalled] = []
-    for item in found:
+    for item in found_rows:
         key = " ".join(item.text.lower().split())
         if key not in seen:
             seen.add(key)
@@ -287,16 +209,16 @@ async def search(
 async def _lazy(
     state: AppState,
     embedder: Embedder,
-    tenant_id: str,
-    conversation_id: str,
-    user: str | None,
+    where: tuple[str, str, str | None],
     missing: list[MissingMessage],
+    excluded: set[int],
     query_vector: np.ndarray,
     min_similarity: float,
-    hits: _Hits,
+    hits: Hits,
 ) -> None:
     """Vectors the background has not stored yet: computed now, saved in the background."""
-    vectors = await embed_messages(embedder, missing)
+    tenant_id, conversation_id, user = where
+    vectors = await embed_messages(embedder, missing, excluded)
     with_vectors = [(m, v) for m, v in zip(missing, vectors, strict=True) if v is not None]
     if with_vectors:
         ids = np.asarray([m.id for m, _ in with_vectors], dtype=np.int64)
@@ -311,8 +233,16 @@ async def _lazy(
     task.add_done_callback(state.background.discard)
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 async def _load(
-    session: AsyncSession, tenant_id: str, best: list[tuple[int, float]], max_chars: int
+    session: AsyncSession,
+    tenant_id: str,
+    best: list[tuple[int, float]],
+    max_chars: int,
+    tool_max_chars: int,
 ) -> list[Recalled]:
     similarity = dict(best)
     statement = select(
@@ -323,12 +253,25 @@ async def _load(
         Message.role,
         Message.content,
         Message.created_at,
+        Message.tool_call_id,
     ).where(Message.id.in_(list(similarity)), Message.tenant_id == tenant_id)
+    rows = (await session.execute(statement)).all()
+    names: dict[str, str] = {}
+    tool_rows = [r for r in rows if r.role == "tool"]
+    if tool_rows:  # only this conversation's tool results are searched
+        names = await tool_names(
+            session,
+            tenant_id,
+            tool_rows[0].conversation_id,
+            [r.sequence_number for r in tool_rows],
+        )
     found = []
-    for row in (await session.execute(statement)).all():
-        text = " ".join(text_of(row.content).split())
-        if len(text) > max_chars:
-            text = text[: max_chars - 1].rstrip() + "…"
+    for row in rows:
+        tool = row.role == "tool"
+        if tool:  # its lines kept (code, tables), trailing space dropped
+            text = "\n".join(line.rstrip() for line in text_of(row.content).strip().splitlines())
+        else:
+            text = " ".join(text_of(row.content).split())
         found.append(
             Recalled(
                 row.id,
@@ -337,8 +280,10 @@ async def _load(
                 row.turn_number,
                 row.role,
                 similarity[row.id],
-                text,
+                _clip(text, tool_max_chars if tool else max_chars),
                 row.created_at,
+                (row.tool_call_id or "?") if tool else None,
+                names.get(str(row.tool_call_id), "tool") if tool else None,
             )
         )
     found.sort(key=lambda r: -r.similarity)
@@ -351,13 +296,24 @@ def _stamp(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _item(item: Recalled, conversation_id: str) -> str:
+    """One recalled message: its header, then its text escaped. A message is on one line; a
+    tool result's lines are indented, so no quoted line can start an item or a role turn."""
+    where = "" if item.conversation_id == conversation_id else "another conversation, "
+    text = escape_delimiters(item.text)
+    if item.role != "tool":
+        return f"- ({where}turn {item.turn_number}, {_stamp(item.created_at)}, {item.role}) {text}"
+    name, call = (
+        escape_delimiters(" ".join((v or "?").split())) for v in (item.tool_name, item.tool_call_id)
+    )
+    head = (
+        f"- (turn {item.turn_number}, {_stamp(item.created_at)}, result of tool '{name}', "
+        f"call {call}, cleared from this prompt):"
+    )
+    return "\n".join([head, *("  " + line for line in text.split("\n"))])
+
+
 def render_recalled(recalled: Sequence[Recalled], conversation_id: str) -> str:
-    lines = [RECALL_HEADER]
-    for item in recalled:
-        where = "" if item.conversation_id == conversation_id else "another conversation, "
-        lines.append(
-            f"- ({where}turn {item.turn_number}, {_stamp(item.created_at)}, {item.role}) "
-            f"{item.text}"
-        )
-    lines.append(RECALL_FOOTER)
-    return "\n".join(lines)
+    return "\n".join(
+        [RECALL_HEADER, *(_item(item, conversation_id) for item in recalled), RECALL_FOOTER]
+    )

@@ -5,12 +5,16 @@ assembly and ``MemoryContext.apply``. Recalled messages never evict history: the
 fit left of the budget (the history cut is quantized, compaction leaves a margin), up to
 ``recall_token_cap``. Recall runs when the request has memory on and either
 the history sent is cut (compacted or trimmed: this conversation's missing messages are
-searched) or the request names a ``user`` whose conversation is still short (their other
-conversations are searched: seed 004's cross-session rule).
+searched), or the prompt sends cleared tool results as placeholders (app/context/cache_fit.py:
+those results are searched, and one a question needs comes back in full, marked with its tool
+and call id, truncated only to fit the room), or the request names a ``user`` whose
+conversation is still short (their other conversations are searched: seed 004's cross-session
+rule).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +23,15 @@ from app.context.assembler import AssembledContext
 from app.context.tokens import MESSAGE_OVERHEAD, text_of
 from app.core.state import AppState
 from app.memories.embedder import EmbeddingFailed
-from app.memories.recall import Recalled, render_recalled, search
+from app.memories.recall import Recalled, ToolScope, render_recalled, search
 
 __all__ = ["RecallResult", "recall_for_turn"]
 
 logger = logging.getLogger(__name__)
+
+CHARS_PER_TOKEN = 6  # generous: a recalled tool result is loaded this long, then fitted
+MIN_TOOL_CHARS = 200  # a tool result cut shorter than this to fit is left out instead
+LAZY_TOOL_RESULTS = 8  # cleared results a request embeds itself (~30 ms each with MiniLM)
 
 
 @dataclass(slots=True)
@@ -73,11 +81,16 @@ async def recall_for_turn(
     first_kept = (
         window.history[-kept].sequence_number if 0 < kept <= len(window.history) else current_seq
     )
+    if assembled.cache is not None:
+        first_kept = (
+            assembled.cache.kept[0].sequence_number if assembled.cache.kept else current_seq
+        )
+    tools = _tool_scope(state, window, assembled, room)
     cut = utilization.messages_excluded > 0 or boundary_sequence > system_count
     short = request.user is not None and (
         conversation is None or conversation.message_count < settings.recall_cross_session_below
     )
-    if not cut and not short:
+    if not cut and not short and not tools.placeholders:
         return
     try:
         async with state.database.reading() as session:
@@ -100,6 +113,7 @@ async def recall_for_turn(
                 ),
                 cross_session_below=settings.recall_cross_session_below,
                 max_chars=settings.recall_max_chars,
+                tools=tools,
             )
     except EmbeddingFailed as exc:
         result.notes.append(f"message recall: embeddings failed ({exc})")
@@ -110,7 +124,45 @@ async def recall_for_turn(
         return
     if not found:
         return  # nothing similar enough: nothing to say (not "no room")
-    model = request.model
+    _fit(state, request.model, found, conversation_id, room, message_overhead, result)
+
+
+def _tool_scope(state: AppState, window: Any, assembled: AssembledContext, room: int) -> ToolScope:
+    """The cleared tool results this prompt sends as placeholders (sequence numbers)."""
+    fit = assembled.cache
+    if fit is None:
+        return ToolScope()
+    boundary = fit.state.cleared_sequence
+    raw = {m.sequence_number: m for m in window.history if m.role == "tool"}
+    placeholders = frozenset(
+        m.sequence_number
+        for m in fit.kept
+        if m.role == "tool"
+        and m.sequence_number < boundary
+        and m.sequence_number in raw
+        and raw[m.sequence_number].content != m.content
+    )
+    return ToolScope(
+        placeholders=placeholders,
+        cleared_before=boundary,
+        exclude=frozenset(state.settings.cache_exclude_tools),
+        max_chars=max(room, 0) * CHARS_PER_TOKEN,
+        lazy_limit=LAZY_TOOL_RESULTS,
+    )
+
+
+def _fit(
+    state: AppState,
+    model: str,
+    found: list[Recalled],
+    conversation_id: str,
+    room: int,
+    message_overhead: bool,
+    result: RecallResult,
+) -> None:
+    """The block within ``room``: the least similar left out first, a tool result last in the
+    list cut shorter (down to ``MIN_TOOL_CHARS``) before it is left out."""
+    truncated = False
     while found:
         block = render_recalled(found, conversation_id)
         tokens = state.tokens.count_text(block, model) + 2
@@ -118,6 +170,20 @@ async def recall_for_turn(
             tokens += MESSAGE_OVERHEAD
         if tokens <= room:
             result.block, result.tokens, result.recalled = block, tokens, found
+            if truncated:
+                result.notes.append(
+                    "message recall: a recalled tool result was cut short to fit recall_token_cap"
+                )
             return
+        last = found[-1]
+        if last.role == "tool" and len(last.text) > MIN_TOOL_CHARS:
+            own = max(1, state.tokens.count_text(last.text, model))
+            over = tokens - room + 8
+            keep = int(len(last.text) * (1 - over / own)) if over < own else 0
+            if keep >= MIN_TOOL_CHARS:
+                text = last.text[: min(keep, len(last.text) - 1)].rstrip() + "…"
+                found = [*found[:-1], dataclasses.replace(last, text=text)]
+                truncated = True
+                continue
         found = found[:-1]
     result.notes.append("message recall: no room left for the recalled messages")

@@ -6,6 +6,9 @@
 - Messages keep theirs in ``message_vectors`` (float32 blobs): ``schedule_message_vectors``
   embeds a conversation's stored user and assistant messages that have none yet, after the turn
   is stored; recall.py computes the still-missing ones lazily and saves them the same way.
+  Tool results are embedded only where recall may search them: those the cache-aware fit has
+  cleared (below ``conversations.cache_cleared_sequence``, the deployment's excluded tools
+  never), from their first ``TOOL_EMBED_MAX_CHARS`` characters (MiniLM reads 256 word pieces).
 
 A failure here is logged and forgotten: the vectors are computed again when next needed.
 """
@@ -14,13 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import bindparam, delete, or_, select, update
+from sqlalchemy import and_, bindparam, delete, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
@@ -28,24 +31,32 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.tokens import text_of
 from app.core.state import AppState
-from app.db.models import Memory, Message, MessageVector
+from app.db.models import Conversation, Memory, Message, MessageVector
 from app.memories.embedder import Embedder, EmbeddingFailed, encode_vector
 
 __all__ = [
     "EMBED_MAX_CHARS",
+    "TOOL_EMBED_MAX_CHARS",
     "MissingMessage",
     "embed_messages",
+    "embedded_text",
+    "excluded_tool_results",
     "missing_messages",
     "save_memory_vectors",
     "save_message_vectors",
     "schedule_message_vectors",
     "spawn",
+    "tool_names",
 ]
 
 logger = logging.getLogger(__name__)
 
 EMBED_MAX_CHARS = 8000
+# A tool result's vector is computed from its head: the embedded model reads 256 word pieces
+# (about 1,000 characters of prose, fewer of code or JSON), so more would only cost tokenizing.
+TOOL_EMBED_MAX_CHARS = 2000
 _RECALLED_ROLES = ("user", "assistant")
+_CALL_LOOKBACK = 256  # how far before its result a tool call is looked for
 
 
 def spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
@@ -96,6 +107,7 @@ class MissingMessage:
     role: str
     text: str
     created_at: datetime
+    tool_call_id: str | None = None
 
 
 async def missing_messages(
@@ -105,10 +117,21 @@ async def missing_messages(
     model: str,
     *,
     before_sequence: int | None = None,
+    tools_before: int = 0,
+    tool_sequences: Sequence[int] | None = None,
     limit: int = 4096,
 ) -> list[MissingMessage]:
     """The conversation's user/assistant messages with no vector of ``model`` yet (a vector of
-    another embedder, from before the deployment changed it, counts as none)."""
+    another embedder, from before the deployment changed it, counts as none), and its tool
+    results before ``tools_before`` (the cleared ones). ``tool_sequences``: only these tool
+    results, and no other message."""
+    if tool_sequences is not None:
+        roles: Any = (Message.role == "tool") & Message.sequence_number.in_(list(tool_sequences))
+    else:
+        roles = Message.role.in_(_RECALLED_ROLES)
+        if tools_before > 0:
+            cleared = and_(Message.role == "tool", Message.sequence_number < tools_before)
+            roles = or_(roles, cleared)
     statement = (
         select(
             Message.id,
@@ -117,12 +140,13 @@ async def missing_messages(
             Message.role,
             Message.content,
             Message.created_at,
+            Message.tool_call_id,
         )
         .outerjoin(MessageVector, MessageVector.message_id == Message.id)
         .where(
             Message.conversation_id == conversation_id,
             Message.tenant_id == tenant_id,
-            Message.role.in_(_RECALLED_ROLES),
+            roles,
             or_(
                 MessageVector.id.is_(None),
                 MessageVector.embedding_model.is_not(None)
@@ -136,21 +160,68 @@ async def missing_messages(
         statement = statement.where(Message.sequence_number < before_sequence)
     rows = (await session.execute(statement)).all()
     return [
-        MissingMessage(row[0], row[1], row[2], row[3], text_of(row[4]).strip(), row[5])
+        MissingMessage(row[0], row[1], row[2], row[3], text_of(row[4]).strip(), row[5], row[6])
         for row in rows
     ]
 
 
+async def tool_names(
+    session: AsyncSession, tenant_id: str, conversation_id: str, sequences: Sequence[int]
+) -> dict[str, str]:
+    """call id -> tool name, from the assistant messages that may have called the results at
+    ``sequences`` (a call comes shortly before its result)."""
+    if not sequences:
+        return {}
+    statement = select(Message.tool_calls).where(
+        Message.conversation_id == conversation_id,
+        Message.tenant_id == tenant_id,
+        Message.role == "assistant",
+        Message.sequence_number.between(min(sequences) - _CALL_LOOKBACK, max(sequences)),
+    )
+    names: dict[str, str] = {}
+    for (calls,) in (await session.execute(statement)).all():
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, dict):
+                function = call.get("function") or {}
+                names[str(call.get("id"))] = str(function.get("name") or "tool")
+    return names
+
+
+async def excluded_tool_results(
+    session: AsyncSession,
+    tenant_id: str,
+    conversation_id: str,
+    messages: Sequence[MissingMessage],
+    exclude: frozenset[str],
+) -> set[int]:
+    """The ids of the results in ``messages`` of tools the deployment never clears: they are
+    stored without a vector."""
+    tools = [m for m in messages if m.role == "tool"]
+    if not exclude or not tools:
+        return set()
+    names = await tool_names(
+        session, tenant_id, conversation_id, [m.sequence_number for m in tools]
+    )
+    return {m.id for m in tools if names.get(str(m.tool_call_id)) in exclude}
+
+
+def embedded_text(message: MissingMessage) -> str:
+    """What of a message is embedded: a tool result's head, another message's first 8,000
+    characters."""
+    return message.text[: TOOL_EMBED_MAX_CHARS if message.role == "tool" else EMBED_MAX_CHARS]
+
+
 async def embed_messages(
-    embedder: Embedder, messages: Sequence[MissingMessage]
+    embedder: Embedder, messages: Sequence[MissingMessage], skip: Set[int] = frozenset()
 ) -> list[np.ndarray | None]:
-    """One vector per message (None: no text)."""
-    texts = [m.text[:EMBED_MAX_CHARS] for m in messages if m.text]
+    """One vector per message (None: no text, or its id in ``skip``)."""
+    wanted = [bool(m.text) and m.id not in skip for m in messages]
+    texts = [embedded_text(m) for m, want in zip(messages, wanted, strict=True) if want]
     vectors = await embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
     result: list[np.ndarray | None] = []
     position = 0
-    for message in messages:
-        if message.text:
+    for want in wanted:
+        if want:
             result.append(vectors[position])
             position += 1
         else:
@@ -217,10 +288,24 @@ async def _vectorize_conversation(
         return
     try:
         async with state.database.reading() as session:
-            missing = await missing_messages(session, tenant_id, conversation_id, embedder.name)
+            cleared = await session.scalar(
+                select(Conversation.cache_cleared_sequence).where(
+                    Conversation.id == conversation_id, Conversation.tenant_id == tenant_id
+                )
+            )
+            missing = await missing_messages(
+                session, tenant_id, conversation_id, embedder.name, tools_before=cleared or 0
+            )
+            excluded = await excluded_tool_results(
+                session,
+                tenant_id,
+                conversation_id,
+                missing,
+                frozenset(state.settings.cache_exclude_tools),
+            )
         if not missing:
             return
-        vectors = await embed_messages(embedder, missing)
+        vectors = await embed_messages(embedder, missing, excluded)
         await save_message_vectors(
             state, tenant_id, conversation_id, user, embedder.name, missing, vectors
         )
@@ -233,7 +318,8 @@ async def _vectorize_conversation(
 def schedule_message_vectors(
     state: AppState, tenant_id: str, conversation_id: str, user: str | None
 ) -> None:
-    """After a turn is stored: embed its messages (and any older ones still without)."""
+    """After a turn is stored: embed its messages (and any older ones still without), and the
+    tool results the cache-aware fit has cleared."""
     if state.embedder is None or not state.settings.message_recall:
         return
     spawn(state, _vectorize_conversation(state, tenant_id, conversation_id, user))

@@ -1,0 +1,187 @@
+"""Cleared tool results come back (issue 14.2), through a running server with the fake upstream.
+
+An agent loop under a small budget: the cache-aware fit clears an old tool result that holds a
+distinctive fact (a placeholder naming the tool and the call id takes its place). A new user
+question about that fact, in other words, gets the full result back in the recalled block of
+its own message, marked with the tool and the call id, while the prompt before that message
+keeps the previous prompt as its prefix, and later calls resend the block frozen with it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from tests.e2e.helpers import module_server
+from tests.fake_upstream import FakeUpstream
+from tests.support.proxy import ContextgateServer
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "fake-model"
+BUDGET = 3000
+CACHE = {
+    "high_water_ratio": 0.75,
+    "low_water_ratio": 0.7,  # clearing alone brings it back under: no cut, placeholders stay
+    "keep_tool_results": 1,
+    "clear_at_least_tokens": 300,
+}
+WORDS = "def class return import self value result config request token cache prefix".split()
+FACT = (
+    "Deployment notes for the payment service. The payment service listens on port 8443 "
+    "behind the nginx reverse proxy in the Frankfurt datacenter. Its TLS certificate was "
+    "issued by the internal authority and expires on 14 March 2027; the renewal job that "
+    "replaces the certificate runs every night on the build server orion-3 and restarts "
+    "nginx after the new certificate is installed. When the certificate expires, checkout "
+    "fails for every customer, so the operations team watches the expiry date of this "
+    "certificate closely and renews it a month before it expires."
+)
+QUESTION = "Until when is the TLS cert of our billing backend valid?"
+TOOLS: Any = [
+    {
+        "type": "function",
+        "function": {"name": name, "parameters": {"type": "object", "properties": {}}},
+    }
+    for name in ("read_file", "grep")
+]
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream_server: FakeUpstream
+) -> Iterator[ContextgateServer]:
+    yield from module_server(
+        tmp_path_factory,
+        fake_upstream_server,
+        {"CONTEXTGATE_COMPACTION_RATIO": "1.0", "CONTEXTGATE_RECALL_TOKEN_CAP": "900"},
+        name="cleared-recall",
+    )
+
+
+@pytest.fixture
+def sdk(server: ContextgateServer) -> Iterator[openai.OpenAI]:
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0, timeout=60)
+    yield client
+    client.close()
+
+
+class Loop:
+    """The client's side of an agent loop: the whole history resent on every call."""
+
+    def __init__(self, sdk: openai.OpenAI) -> None:
+        self.sdk = sdk
+        self.rng = random.Random(7)
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": f"You are an agent. Run {self.rng.random()}."}
+        ]
+        self.usages: list[dict[str, Any]] = []
+
+    def call(self) -> dict[str, Any]:
+        response = self.sdk.chat.completions.create(
+            model=MODEL,
+            messages=self.messages,  # type: ignore[arg-type]
+            tools=TOOLS,
+            extra_body={"context": {"max_input_tokens": BUDGET, "cache": CACHE}},
+        )
+        self.usages.append((response.model_extra or {})["context_utilization"])
+        answer = response.choices[0].message.model_dump(
+            include={"role", "content", "tool_calls"}, exclude_none=True
+        )
+        self.messages.append(answer)
+        return answer
+
+    def step(self, text: str, result: str | None = None) -> str:
+        """A user message calling read_file, its result, the answer; returns the call id."""
+        self.messages.append({"role": "user", "content": f"{text} CALL_TOOL:read_file:{{}}"})
+        [tool_call] = self.call()["tool_calls"]
+        filler = " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(300, 400)))
+        content = result if result is not None else filler
+        self.messages.append({"role": "tool", "tool_call_id": tool_call["id"], "content": content})
+        self.call()
+        return str(tool_call["id"])
+
+
+def _prompts(fake: FakeUpstream) -> list[list[dict[str, Any]]]:
+    return [
+        r["body"]["messages"]
+        for r in fake.requests()
+        if r["path"].endswith("/chat/completions") and r["body"].get("model") == MODEL
+    ]
+
+
+def _tool_content(prompt: list[dict[str, Any]], call_id: str) -> str:
+    return next(str(m["content"]) for m in prompt if m.get("tool_call_id") == call_id)
+
+
+def test_a_cleared_tool_result_is_recalled_in_full_for_a_question_about_it(
+    sdk: openai.OpenAI, fake_upstream: FakeUpstream
+) -> None:
+    loop = Loop(sdk)
+    fact_call = loop.step("Step 0: read the deployment notes.", FACT)
+    for step in range(1, 12):
+        loop.step(f"Step {step}.")
+        if _tool_content(_prompts(fake_upstream)[-1], fact_call) != FACT:
+            break
+    prompts = _prompts(fake_upstream)
+    placeholder = _tool_content(prompts[-1], fact_call)
+    assert placeholder != FACT, "the loop outgrows the budget and clears the first result"
+    assert "read_file" in placeholder
+    assert fact_call in placeholder
+    assert "recalled when a later question needs it" in placeholder
+    assert not any(u["cache_stats"]["cut"] for u in loop.usages), "cleared, not cut"
+    # Before the question, no call brought the result back: none asked for it.
+    assert not any(r.get("role") == "tool" for u in loop.usages for r in u["messages_recalled"])
+
+    loop.messages.append({"role": "user", "content": QUESTION})
+    loop.call()
+    prompts = _prompts(fake_upstream)
+    previous, prompt = prompts[-2], prompts[-1]
+    utilization = loop.usages[-1]
+    # The prompt before the newest user message is the previous prompt and its answer.
+    assert prompt[: len(previous)] == previous
+    assert utilization["cache_stats"]["prefix_kept"]
+    assert prompt[-1]["role"] == "user"
+    # The placeholder stays a placeholder; the full result is in the question's own block.
+    assert _tool_content(prompt, fact_call) == placeholder
+    text = prompt[-1]["content"]
+    assert text.startswith("[RECALLED")
+    assert text.endswith(f"[/RECALLED]\n\n{QUESTION}")
+    block = text[: text.index("[/RECALLED]")]
+    assert FACT in block
+    assert f"result of tool 'read_file', call {fact_call}" in block
+    recalled = [r for r in utilization["messages_recalled"] if r["role"] == "tool"]
+    assert recalled
+    assert recalled[0]["tool_call_id"] == fact_call
+    assert recalled[0]["tool_name"] == "read_file"
+    assert recalled[0]["similarity"] >= 0.25
+    assert utilization["tokens_used"] <= BUDGET
+    assert utilization["breakdown"]["memory"] > 0
+
+    # The block is frozen with the question: the next call of the loop resends it as sent,
+    # and its prompt again keeps the previous one as prefix.
+    loop.step("Step 99.")
+    later = _prompts(fake_upstream)[-2:]
+    for sent in later:
+        assert sent[: len(prompt)] == prompt
+    assert not loop.usages[-1]["messages_recalled"]  # a tool-loop call recalls nothing new
+
+
+def test_an_unrelated_question_does_not_bring_the_cleared_result_back(
+    sdk: openai.OpenAI, fake_upstream: FakeUpstream
+) -> None:
+    loop = Loop(sdk)
+    fact_call = loop.step("Step 0: read the deployment notes.", FACT)
+    for step in range(1, 12):
+        loop.step(f"Step {step}.")
+        if _tool_content(_prompts(fake_upstream)[-1], fact_call) != FACT:
+            break
+    loop.messages.append({"role": "user", "content": "Write a haiku about autumn leaves."})
+    loop.call()
+    prompt = _prompts(fake_upstream)[-1]
+    assert _tool_content(prompt, fact_call) != FACT  # cleared
+    assert FACT not in str(prompt[-1]["content"])
+    assert all(r.get("tool_call_id") != fact_call for r in loop.usages[-1]["messages_recalled"])
