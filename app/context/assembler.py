@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.context.budget import TokenBudget
@@ -12,6 +12,7 @@ from app.context.cache_policy import CachePolicy, CacheState
 from app.context.fit import fit_history
 from app.context.metadata import ContextBreakdown, ContextUtilization
 from app.context.reasoning import render_messages
+from app.context.seal import Anchor
 from app.context.tokens import REPLY_PRIMER
 from app.conversations.messages import ConversationMessage
 from app.core.errors import ContextLengthExceeded
@@ -50,6 +51,7 @@ class AssembledContext:
     utilization: ContextUtilization
     cache: CacheFit | None = None
     prefix_count: int = 0  # leading messages that stay the same until the next cut
+    anchors: list[Anchor] = field(default_factory=list)  # answers with a prompt hash
 
 
 def _fit_with_cache(spec: AssemblyInput, cache: CacheInput) -> CacheFit:
@@ -110,9 +112,11 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
             overhead=REPLY_PRIMER,
         ),
     )
+    anchors: list[Anchor] = []
     return AssembledContext(
-        render_messages(sent, utilization),
+        render_messages(sent, utilization, anchors),
         utilization,
         cache=cached,
         prefix_count=len(spec.system) + len(kept),
+        anchors=anchors,
     )

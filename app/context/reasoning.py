@@ -11,15 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from app.context.metadata import ContextUtilization
-from app.context.seal import Anchor
+from app.context.seal import LOOP_CUT_NOTE, Anchor
 from app.conversations.messages import ConversationMessage
 
-__all__ = ["render_messages"]
-
-LOOP_CUT_NOTE = (
-    "reasoning of the current tool loop was not resent: the loop's start did not fit the "
-    "budget, and thinking blocks may only be resent with everything before them unchanged"
-)
+__all__ = ["LOOP_CUT_NOTE", "render_messages"]
 
 
 def _loop_start(sent: list[ConversationMessage]) -> int | None:

@@ -20,15 +20,29 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from app.context.metadata import ContextUtilization
 from app.conversations.messages import ConversationMessage
 
-__all__ = ["EDITED_BEFORE_THINKING_NOTE", "Anchor", "SealResult", "seal_prompt"]
+if TYPE_CHECKING:
+    from app.context.assembler import AssembledContext
 
+__all__ = [
+    "EDITED_BEFORE_THINKING_NOTE",
+    "LOOP_CUT_NOTE",
+    "Anchor",
+    "SealResult",
+    "seal_assembled",
+    "seal_prompt",
+]
+
+LOOP_CUT_NOTE = (
+    "reasoning of the current tool loop was not resent: the loop's start did not fit the "
+    "budget, and thinking blocks may only be resent with everything before them unchanged"
+)
 EDITED_BEFORE_THINKING_NOTE = (
     "reasoning of the current tool loop was not resent (extended thinking off for this call): "
     "what precedes the answer at message {index} changed since the provider produced it, and "
@@ -108,3 +122,20 @@ def seal_prompt(
         utilization.notes.append(EDITED_BEFORE_THINKING_NOTE.format(index=edited_at))
         prompt_hash, previous_kept, _ = _scan(messages, anchors, previous)
     return SealResult(prompt_hash, previous_kept, edited_at is not None or loop_cut)
+
+
+def seal_assembled(assembled: AssembledContext, *, newest_sequence: int) -> SealResult:
+    """Seal an assembled prompt; ``newest_sequence``: the conversation's newest stored message
+    (the previous answer, when this prompt resends it)."""
+    previous = next(
+        (a.message for a in assembled.anchors if a.message.sequence_number == newest_sequence),
+        None,
+    )
+    utilization = assembled.utilization
+    return seal_prompt(
+        assembled.messages,
+        assembled.anchors,
+        utilization,
+        previous=previous,
+        loop_cut=LOOP_CUT_NOTE in utilization.notes,
+    )

@@ -26,6 +26,7 @@ from app.context.cache_hints import (
 from app.context.cache_policy import CachePolicy, CacheState, cache_policy
 from app.context.engine import apply_context_engine
 from app.context.metadata import ContextUtilization, CostInfo
+from app.context.seal import seal_assembled
 from app.context.tokens import REPLY_PRIMER
 from app.conversations.fingerprint import content_hash
 from app.conversations.history import load_history_window, measure_turn
@@ -62,6 +63,7 @@ class Prepared:
     new_messages: list[ConversationMessage] = field(default_factory=list)
     on_record: RecordHook | None = None  # the door's part of the turn's transaction
     cache_state: CacheState | None = None  # the cache-aware fit's state to store, if it moved
+    prompt_hash: str | None = None  # of what goes upstream, stored with the answer (seal.py)
     # The door's provider headers (TurnContext.upstream_headers), for every upstream call.
     upstream_headers: Mapping[str, str] = field(default_factory=dict)
 
@@ -216,6 +218,13 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         await memory.recall_messages(state, context, resolved, window, assembled, budget)
     memory.apply(assembled, budget)
     _freeze_user_prefix(state, new, memory.user_prefix, model)
+    # The seal (thinking resent only after an unchanged prefix, the prompt's hash) comes before
+    # the client's and the provider's cache marks, which move every call.
+    conversation = resolved.conversation
+    newest = conversation.message_count - 1 if conversation is not None else -1
+    seal = seal_assembled(assembled, newest_sequence=newest)
+    if seal.reasoning_withheld:
+        request = request.without_thinking(anthropic=_anthropic(state, model))
     keep_client_breakpoints(
         assembled.messages,
         dict(zip(hashes, incoming, strict=True)),
@@ -223,6 +232,8 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     )
     head = (len(window.system), 1 if memory.bundle else 0)
     moved = _cache_outcome(state, assembled, resolved, stored, policy, request, *head)
+    if seal.previous_kept is not None and assembled.cache is not None:
+        assembled.utilization.cache_stats.prefix_kept = seal.previous_kept
     return Prepared(
         request=request,
         caller=context.caller,
@@ -234,6 +245,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         new_messages=new,
         on_record=context.on_record,
         cache_state=moved,
+        prompt_hash=seal.prompt_hash,
         upstream_headers=context.upstream_headers,
     )
 
@@ -343,6 +355,7 @@ async def record(
     async with state.database.writing() as session:
         resolved = prepared.resolved
         if resolved is not None and answer is not None:
+            answer.prompt_hash = prepared.prompt_hash
             # A turn that had to continue a given position may land on a branch (``at``).
             resolved.conversation_id = await conversation_service.append_turn(
                 session,

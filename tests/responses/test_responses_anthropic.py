@@ -101,3 +101,43 @@ def test_thinking_comes_back_from_the_clients_own_items(
     issued = anthropic_calls(fake_upstream)[0]
     assert resent["content"][0]["type"] == "thinking"
     assert issued["thinking"]["type"] == "enabled"
+
+
+def test_changed_instructions_mid_loop_withhold_the_thinking_and_turn_it_off(
+    sdk: openai.OpenAI, fake_upstream: FakeUpstream
+) -> None:
+    """The thinking of answer 1 was produced after instructions A; sent after instructions B it
+    may not come back (seal.py): the loop's reasoning is withheld and extended thinking is off
+    for that call, or the provider would reject a tool loop whose answer lacks its thinking."""
+    first = ask(sdk, input=ASK, instructions="Answer in English.")
+    call = next(item for item in first.output if item.type == "function_call")
+    output = [{"type": "function_call_output", "call_id": call.call_id, "output": "windy"}]
+    second = ask(sdk, previous_response_id=first.id, input=output, instructions="Be brief.")
+    assert second.status == "completed"
+    assert second.output_text.endswith("Tool results: windy")
+    sent = anthropic_calls(fake_upstream)[-1]
+    assert "thinking" not in sent
+    blocks = [b for m in sent["messages"] for b in m["content"] if isinstance(b, dict)]
+    assert not [b for b in blocks if b.get("type") in ("thinking", "redacted_thinking")]
+    utilization = second.model_extra["context_utilization"]
+    assert any(
+        "reasoning of the current tool loop was not resent" in n for n in utilization["notes"]
+    )
+    assert utilization["cache_stats"]["prefix_kept"] is False
+
+
+def test_unchanged_instructions_keep_the_thinking_and_the_previous_prompt(
+    sdk: openai.OpenAI, fake_upstream: FakeUpstream
+) -> None:
+    first = ask(sdk, input=ASK, instructions="Answer in English.")
+    call = next(item for item in first.output if item.type == "function_call")
+    output = [{"type": "function_call_output", "call_id": call.call_id, "output": "calm"}]
+    second = ask(
+        sdk, previous_response_id=first.id, input=output, instructions="Answer in English."
+    )
+    sent = anthropic_calls(fake_upstream)[-1]
+    assert sent["thinking"]["type"] == "enabled"
+    assert sent["messages"][-2]["content"][0]["type"] == "thinking"
+    utilization = second.model_extra["context_utilization"]
+    assert utilization["notes"] == []
+    assert utilization["cache_stats"]["prefix_kept"] is True
