@@ -107,7 +107,7 @@ class ToolScope:
     cleared_before: int = 0
     exclude: frozenset[str] = frozenset()
     max_chars: int = 0  # a recalled result's text, before the room is fitted
-    lazy_limit: int = 8  # results a request embeds itself (the background does the rest)
+    lazy_limit: int = 4  # results a request embeds itself (the background does the rest)
 
 
 async def search(

@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 6  # generous: a recalled tool result is loaded this long, then fitted
 MIN_TOOL_CHARS = 200  # a tool result cut shorter than this to fit is left out instead
-LAZY_TOOL_RESULTS = 8  # cleared results a request embeds itself (~30 ms each with MiniLM)
+LAZY_TOOL_RESULTS = 4  # cleared results a request embeds itself (~70 ms each with MiniLM)
 
 
 @dataclass(slots=True)

@@ -10,6 +10,8 @@ keeps the previous prompt as its prefix, and later calls resend the block frozen
 from __future__ import annotations
 
 import random
+import sqlite3
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,7 +59,11 @@ def server(
     yield from module_server(
         tmp_path_factory,
         fake_upstream_server,
-        {"CONTEXTGATE_COMPACTION_RATIO": "1.0", "CONTEXTGATE_RECALL_TOKEN_CAP": "900"},
+        {
+            "CONTEXTGATE_COMPACTION_RATIO": "1.0",
+            "CONTEXTGATE_RECALL_TOKEN_CAP": "900",
+            "CONTEXTGATE_CACHE_EXCLUDE_TOOLS": '["grep"]',
+        },
         name="cleared-recall",
     )
 
@@ -79,6 +85,7 @@ class Loop:
             {"role": "system", "content": f"You are an agent. Run {self.rng.random()}."}
         ]
         self.usages: list[dict[str, Any]] = []
+        self.conversation_id = ""
 
     def call(self) -> dict[str, Any]:
         response = self.sdk.chat.completions.create(
@@ -87,16 +94,18 @@ class Loop:
             tools=TOOLS,
             extra_body={"context": {"max_input_tokens": BUDGET, "cache": CACHE}},
         )
-        self.usages.append((response.model_extra or {})["context_utilization"])
+        extra = response.model_extra or {}
+        self.usages.append(extra["context_utilization"])
+        self.conversation_id = extra["conversation_id"]
         answer = response.choices[0].message.model_dump(
             include={"role", "content", "tool_calls"}, exclude_none=True
         )
         self.messages.append(answer)
         return answer
 
-    def step(self, text: str, result: str | None = None) -> str:
-        """A user message calling read_file, its result, the answer; returns the call id."""
-        self.messages.append({"role": "user", "content": f"{text} CALL_TOOL:read_file:{{}}"})
+    def step(self, text: str, result: str | None = None, tool: str = "read_file") -> str:
+        """A user message calling ``tool``, its result, the answer; returns the call id."""
+        self.messages.append({"role": "user", "content": f"{text} CALL_TOOL:{tool}:{{}}"})
         [tool_call] = self.call()["tool_calls"]
         filler = " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(300, 400)))
         content = result if result is not None else filler
@@ -117,8 +126,20 @@ def _tool_content(prompt: list[dict[str, Any]], call_id: str) -> str:
     return next(str(m["content"]) for m in prompt if m.get("tool_call_id") == call_id)
 
 
+def _wait_for_vectors(server: ContextgateServer, conversation_id: str, call_id: str) -> None:
+    """Until the background has embedded the result of ``call_id`` (it does so after the call
+    that cleared it; a request embeds only the newest few missing itself)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        _, rows = _stored_tool_results(server, conversation_id)
+        if any(call == call_id and embedded for _, call, embedded in rows):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{call_id} was not embedded")
+
+
 def test_a_cleared_tool_result_is_recalled_in_full_for_a_question_about_it(
-    sdk: openai.OpenAI, fake_upstream: FakeUpstream
+    server: ContextgateServer, sdk: openai.OpenAI, fake_upstream: FakeUpstream
 ) -> None:
     loop = Loop(sdk)
     fact_call = loop.step("Step 0: read the deployment notes.", FACT)
@@ -136,6 +157,7 @@ def test_a_cleared_tool_result_is_recalled_in_full_for_a_question_about_it(
     # Before the question, no call brought the result back: none asked for it.
     assert not any(r.get("role") == "tool" for u in loop.usages for r in u["messages_recalled"])
 
+    _wait_for_vectors(server, loop.conversation_id, fact_call)  # the user asks later
     loop.messages.append({"role": "user", "content": QUESTION})
     loop.call()
     prompts = _prompts(fake_upstream)
@@ -185,3 +207,45 @@ def test_an_unrelated_question_does_not_bring_the_cleared_result_back(
     assert _tool_content(prompt, fact_call) != FACT  # cleared
     assert FACT not in str(prompt[-1]["content"])
     assert all(r.get("tool_call_id") != fact_call for r in loop.usages[-1]["messages_recalled"])
+
+
+def _stored_tool_results(server: ContextgateServer, conversation_id: str) -> tuple[int, list[Any]]:
+    """The conversation's clearing boundary, and per tool result: sequence, call id, whether
+    it has a vector."""
+    path = server.env["CONTEXTGATE_DATABASE_URL"].split("///", 1)[1]
+    with sqlite3.connect(path) as db:
+        (boundary,) = db.execute(
+            "SELECT cache_cleared_sequence FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        rows = db.execute(
+            "SELECT m.sequence_number, m.tool_call_id, v.embedding IS NOT NULL FROM messages m "
+            "LEFT JOIN message_vectors v ON v.message_id = m.id "
+            "WHERE m.conversation_id = ? AND m.role = 'tool' ORDER BY m.sequence_number",
+            (conversation_id,),
+        ).fetchall()
+    return int(boundary), rows
+
+
+def test_only_cleared_results_are_embedded_in_the_background(
+    server: ContextgateServer, sdk: openai.OpenAI, fake_upstream: FakeUpstream
+) -> None:
+    """Embedding costs a transformer pass per result: only those recall may search."""
+    loop = Loop(sdk)
+    calls = {}
+    for step in range(12):
+        tool = "grep" if step % 3 == 1 else "read_file"  # grep: the deployment's excluded tool
+        calls[loop.step(f"Step {step}.", tool=tool)] = tool
+        if any(u["cache_stats"]["cleared_now"] for u in loop.usages):
+            break
+    assert loop.usages[-1]["cache_stats"]["cleared_tool_results"] > 0
+    deadline = time.monotonic() + 20
+    while True:  # the background embeds after the call that cleared them
+        boundary, rows = _stored_tool_results(server, loop.conversation_id)
+        cleared = [r for r in rows if r[0] < boundary and calls[r[1]] == "read_file"]
+        if cleared and all(r[2] for r in cleared) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert cleared
+    assert all(embedded for _, _, embedded in cleared), rows
+    assert not any(embedded for _, call, embedded in rows if calls[call] == "grep"), rows
+    assert not any(embedded for sequence, _, embedded in rows if sequence >= boundary), rows
