@@ -143,6 +143,9 @@ class Settings(BaseSettings):
     recall_top_k: int = Field(4, ge=1, le=50)
     recall_token_cap: int = Field(400, ge=0)
     recall_max_chars: int = Field(600, ge=50)
+    # A cleared tool result is long, noisy text that resembles most questions about the same
+    # code a little: it comes back only this far above the embedder's minimum similarity.
+    recall_tool_similarity_margin: float = Field(0.15, ge=0.0, le=1.0)
     # Below this many vectors in the conversation, the user's other conversations are searched.
     recall_cross_session_below: int = Field(50, ge=0)
 

@@ -107,6 +107,7 @@ class ToolScope:
     cleared_before: int = 0
     exclude: frozenset[str] = frozenset()
     max_chars: int = 0  # a recalled result's text, before the room is fitted
+    min_similarity: float = 0.0  # a tool result's bar (above the messages' own)
     lazy_limit: int = 4  # results a request embeds itself (the background does the rest)
 
 
@@ -200,6 +201,8 @@ async def search(
     unique: list[Recalled] = []
     for item in found_rows:
         key = " ".join(item.text.lower().split())
+        if item.role == "tool" and item.similarity < tools.min_similarity:
+            continue
         if key not in seen:
             seen.add(key)
             unique.append(item)

@@ -85,7 +85,13 @@ async def recall_for_turn(
         first_kept = (
             assembled.cache.kept[0].sequence_number if assembled.cache.kept else current_seq
         )
-    tools = _tool_scope(state, window, assembled, room)
+    min_similarity = (
+        embedder.min_similarity
+        if request.context.memory_min_similarity is None
+        else request.context.memory_min_similarity
+    )
+    tool_bar = min_similarity + settings.recall_tool_similarity_margin
+    tools = _tool_scope(state, window, assembled, room, tool_bar)
     cut = utilization.messages_excluded > 0 or boundary_sequence > system_count
     short = request.user is not None and (
         conversation is None or conversation.message_count < settings.recall_cross_session_below
@@ -106,11 +112,7 @@ async def recall_for_turn(
                 first_sequence=system_count,
                 before_sequence=first_kept if cut else system_count,
                 top_k=settings.recall_top_k,
-                min_similarity=(
-                    embedder.min_similarity
-                    if request.context.memory_min_similarity is None
-                    else request.context.memory_min_similarity
-                ),
+                min_similarity=min_similarity,
                 cross_session_below=settings.recall_cross_session_below,
                 max_chars=settings.recall_max_chars,
                 tools=tools,
@@ -127,8 +129,11 @@ async def recall_for_turn(
     _fit(state, request.model, found, conversation_id, room, message_overhead, result)
 
 
-def _tool_scope(state: AppState, window: Any, assembled: AssembledContext, room: int) -> ToolScope:
-    """The cleared tool results this prompt sends as placeholders (sequence numbers)."""
+def _tool_scope(
+    state: AppState, window: Any, assembled: AssembledContext, room: int, min_similarity: float
+) -> ToolScope:
+    """The cleared tool results this prompt sends as placeholders (sequence numbers), and the
+    similarity one must reach to come back."""
     fit = assembled.cache
     if fit is None:
         return ToolScope()
@@ -148,6 +153,7 @@ def _tool_scope(state: AppState, window: Any, assembled: AssembledContext, room:
         exclude=frozenset(state.settings.cache_exclude_tools),
         max_chars=max(room, 0) * CHARS_PER_TOKEN,
         lazy_limit=LAZY_TOOL_RESULTS,
+        min_similarity=min_similarity,
     )
 
 
