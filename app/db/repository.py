@@ -16,26 +16,45 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models.base import Base
+from app.db.models.conversation import Conversation
+from app.db.models.memory import Memory
+from app.db.models.message import Message
+from app.db.models.message_vector import MessageVector
 
-__all__ = ["TenantRepository", "scoped"]
+__all__ = [
+    "TenantRepository",
+    "TenantScope",
+    "conversation_scope",
+    "memory_scope",
+    "message_scope",
+    "scoped",
+    "vector_scope",
+]
 
 
 M = TypeVar("M", bound=Base)
 S = TypeVar("S", bound=Select[Any])
 
 
-class TenantRepository(Generic[M]):
-    """For a model with a string ``id`` primary key and a ``tenant_id`` column."""
+class TenantScope(Generic[M]):
+    """The tenant filter of a tenant-owned table, whatever its primary key (messages and their
+    vectors are read in bulk by internal ids, never fetched by a client's id)."""
 
     def __init__(self, model: type[M]) -> None:
         self.model = model
-        columns = sa_inspect(model).columns
-        self.id_column: Column[str] = columns["id"]
-        self.tenant_column: Column[str] = columns["tenant_id"]
+        self.tenant_column: Column[str] = sa_inspect(model).columns["tenant_id"]
 
     def tenant_clause(self, tenant_id: str | BindParameter[str]) -> ColumnElement[bool]:
         """``tenant_id = :tenant``; a ``bindparam`` for statements built once (hot paths)."""
         return self.tenant_column == tenant_id
+
+
+class TenantRepository(TenantScope[M]):
+    """For a model with a string ``id`` primary key and a ``tenant_id`` column."""
+
+    def __init__(self, model: type[M]) -> None:
+        super().__init__(model)
+        self.id_column: Column[str] = sa_inspect(model).columns["id"]
 
     def base_statement(self, tenant_id: str) -> Select[M]:
         """``SELECT model WHERE tenant_id = :tenant``: where every query starts."""
@@ -66,6 +85,13 @@ class TenantRepository(Generic[M]):
 
     async def delete(self, session: AsyncSession, row: M) -> None:
         await session.delete(row)
+
+
+# The tenant filters of tables read outside their repositories (memory recall's bulk reads).
+conversation_scope = TenantScope(Conversation)
+memory_scope = TenantScope(Memory)
+message_scope = TenantScope(Message)
+vector_scope = TenantScope(MessageVector)
 
 
 def scoped(statement: S, tenant_column: Any, tenant_id: str | None) -> S:

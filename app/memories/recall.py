@@ -35,6 +35,7 @@ from app.context.tokens import text_of
 from app.core.delimiters import escape_delimiters
 from app.core.state import AppState
 from app.db.models import Message
+from app.db.repository import message_scope
 from app.memories.embedder import Embedder, decode_vector
 from app.memories.recall_vectors import (
     CROSS_SESSION_FETCH,
@@ -257,7 +258,7 @@ async def _load(
         Message.content,
         Message.created_at,
         Message.tool_call_id,
-    ).where(Message.id.in_(list(similarity)), Message.tenant_id == tenant_id)
+    ).where(Message.id.in_(list(similarity)), message_scope.tenant_clause(tenant_id))
     rows = (await session.execute(statement)).all()
     names: dict[str, str] = {}
     tool_rows = [r for r in rows if r.role == "tool"]

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MessageVector
+from app.db.repository import vector_scope
 from app.memories.embedder import decode_vector
 
 __all__ = [
@@ -107,7 +108,7 @@ async def conversation_vectors(
         select(*_VECTOR_COLUMNS)
         .where(
             MessageVector.conversation_id == conversation_id,
-            MessageVector.tenant_id == tenant_id,
+            vector_scope.tenant_clause(tenant_id),
             MessageVector.id > vectors.last_id,
         )
         .order_by(MessageVector.id)
@@ -122,7 +123,7 @@ async def other_conversations(
     statement = (
         select(*_VECTOR_COLUMNS)
         .where(
-            MessageVector.tenant_id == tenant_id,
+            vector_scope.tenant_clause(tenant_id),
             MessageVector.user_id == user,
             MessageVector.conversation_id != conversation_id,
             MessageVector.role.in_(CROSS_SESSION_ROLES),

@@ -247,7 +247,7 @@ class MemoryRepository(TenantRepository[Memory]):
     ) -> list[Memory]:
         """The user's active key/value facts (or the one of ``key``), newest first."""
         statement = select(Memory).where(
-            Memory.tenant_id == tenant_id,
+            self.tenant_clause(tenant_id),
             Memory.user_id == user,
             Memory.superseded_by.is_(None),
             Memory.key.is_not(None) if key is None else Memory.key == key,

@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.context.tokens import text_of
 from app.core.state import AppState
 from app.db.models import Conversation, Memory, Message, MessageVector
+from app.db.repository import conversation_scope, memory_scope, message_scope
 from app.memories.embedder import Embedder, EmbeddingFailed, encode_vector
 
 __all__ = [
@@ -83,7 +84,7 @@ def save_memory_vectors(
             update(Memory)
             .where(
                 Memory.id == bindparam("b_id"),
-                Memory.tenant_id == tenant_id,
+                memory_scope.tenant_clause(tenant_id),
                 Memory.content == bindparam("b_content"),
             )
             .values(embedding=bindparam("b_embedding"), embedding_model=model)
@@ -145,7 +146,7 @@ async def missing_messages(
         .outerjoin(MessageVector, MessageVector.message_id == Message.id)
         .where(
             Message.conversation_id == conversation_id,
-            Message.tenant_id == tenant_id,
+            message_scope.tenant_clause(tenant_id),
             roles,
             or_(
                 MessageVector.id.is_(None),
@@ -174,7 +175,7 @@ async def tool_names(
         return {}
     statement = select(Message.tool_calls).where(
         Message.conversation_id == conversation_id,
-        Message.tenant_id == tenant_id,
+        message_scope.tenant_clause(tenant_id),
         Message.role == "assistant",
         Message.sequence_number.between(min(sequences) - _CALL_LOOKBACK, max(sequences)),
     )
@@ -290,7 +291,7 @@ async def _vectorize_conversation(
         async with state.database.reading() as session:
             cleared = await session.scalar(
                 select(Conversation.cache_cleared_sequence).where(
-                    Conversation.id == conversation_id, Conversation.tenant_id == tenant_id
+                    Conversation.id == conversation_id, conversation_scope.tenant_clause(tenant_id)
                 )
             )
             missing = await missing_messages(

@@ -57,3 +57,21 @@ def test_engines_import_no_router_and_no_repository(engine: str) -> None:
         for path, names in imports_of(engine).items()
     }
     assert {path: names for path, names in offending.items() if names} == {}
+
+
+def test_tenant_filters_are_written_once() -> None:
+    """No query compares a ``tenant_id`` column by hand: every tenant filter comes from
+    app/db/repository.py (``TenantScope.tenant_clause``, ``scoped``), so none can be forgotten
+    or written differently."""
+    offending = []
+    for path in sorted(APP.rglob("*.py")):
+        if path == APP / "db" / "repository.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare) or not isinstance(node.left, ast.Attribute):
+                continue
+            column = node.left
+            if column.attr == "tenant_id" and isinstance(column.value, ast.Name):
+                if column.value.id[:1].isupper():  # Model.tenant_id == …: a column, not a value
+                    offending.append(f"{path.relative_to(APP.parent)}:{node.lineno}")
+    assert offending == []
