@@ -94,7 +94,7 @@ call); "cache-aware fit" is the defaults (`high_water_ratio` 0.75, `low_water_ra
 READING = """\
 At 64k the goals are met: 0.57x pass-through (goal <= 0.6x), the previous prompt kept as
 prefix in 95% of calls (goal >= 85%), no prompt over the budget, no broken pair. The previous
-fit cost more than no management at all (2.08x): it rewrote the prefix on the first call of
+fit cost more than no management at all (2.09x): it rewrote the prefix on the first call of
 almost every step (the spikes of the plot). The defaults were chosen on this loop at 64k
 (`--policy` runs, same workload):
 
@@ -454,7 +454,8 @@ def main() -> None:
     print(text)
     if args.record and args.door == "chat":
         plot(runs, 64000 if 64000 in budgets else budgets[0])
-        record(f"{SECTION}\n\n{INTRO}\n\n{text}\n\n{READING}")
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        record(f"{SECTION}\n\n{INTRO}\n\nRecorded {when}.\n\n{text}\n\n{READING}")
 
 
 if __name__ == "__main__":
