@@ -117,17 +117,17 @@ calls and sends the model less; 0.75 is the compromise. Only the chat door is me
 Clearing, not cutting, does the work: with 2 raw results kept the low-water mark is rarely
 reached, so the conversation keeps its structure (every call and its placeholder).
 
-Beside it (16:40 UTC, same build): `bench.context_engine` sends the same tokens (3,786 / 3,807
+Beside it (2026-11-26, at HEAD): `bench.context_engine` sends the same tokens (3,786 / 3,807
 mean) with the same context recall (100% / 100% / 85%) and summary-cache hit rate (67%) as
-recorded above; `bench.memory --turns 200` gives identical compaction-run figures with
-`CONTEXTGATE_CACHE_ENABLED` true or false (mean 1,884, max 2,646 prompt tokens, 34 summarizer
-calls; these differ from the 1,000-turn record above because of the periodic summaries landed
-since, not the cache fit); only the plain-trim run changes (1,740 instead of 3,774 tokens at the
-last turn: the deep cut). Known interplay: a deep cut can drop turns after the compaction
+recorded above; `bench.memory --turns 200` gives a mean of 1,886 and a max of 2,648 prompt
+tokens in the compaction run's second half, with 34 summarizer calls (the 1,000-turn record
+above predates the periodic summaries). Between 2026-11-23 16:44 and this session the same run
+made 131 summarizer calls with a mean of 2,536 tokens: every per-turn block (here message
+recall's) stayed in every later prompt and in the stored counts. Since, a block stays only
+while its turn is long enough to be worth keeping cached (app/memories/frozen.py); this loop's
+figures are unchanged by it. Known interplay: a deep cut can drop turns after the compaction
 boundary that no summary covers yet (compaction keeps its raw tail only with the cache fit
-off). Message recall's block is made for a new user message and stored with it
-(`context_prefix`), so it never rewrites the prefix (this loop's figures are the same with
-recall on: 0.57x, 95%; `tests/context/test_cache_e2e.py` runs with recall on)."""
+off); message recall brings such a turn back when a later question needs it."""
 
 
 def _text(rng: random.Random, tokens: int) -> str:

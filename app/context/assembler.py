@@ -29,6 +29,9 @@ class CacheInput:
     region_first: int
     current_first: int
     count: Callable[[dict[str, Any]], int]
+    # Tokens of the per-turn blocks frozen with history user messages (sequence -> tokens).
+    blocks: dict[int, int] = field(default_factory=dict)
+    compacted_sequence: int = 0  # the compaction boundary (0: none)
 
 
 @dataclass(slots=True)
@@ -65,6 +68,8 @@ def _fit_with_cache(spec: AssemblyInput, cache: CacheInput) -> CacheFit:
         newer_tool_results=sum(1 for m in spec.current if m.role == "tool"),
         policy=cache.policy,
         count=cache.count,
+        blocks=cache.blocks,
+        compacted_sequence=cache.compacted_sequence,
     )
 
 
@@ -113,8 +118,13 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
         ),
     )
     anchors: list[Anchor] = []
+    # Old turns keep their frozen blocks from the cache fit's floor on; without it, none do.
+    kept_blocks: set[int] = set()
+    if cached is not None and spec.cache is not None:
+        floor = cached.state.prefix_floor
+        kept_blocks = {sequence for sequence in spec.cache.blocks if sequence >= floor}
     return AssembledContext(
-        render_messages(sent, utilization, anchors),
+        render_messages(sent, utilization, anchors, kept_blocks=kept_blocks),
         utilization,
         cache=cached,
         prefix_count=len(spec.system) + len(kept),

@@ -15,8 +15,8 @@ it. Tool call/result pairs are never split.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.context.cache_policy import CachePolicy, CacheState
@@ -123,6 +123,21 @@ def _cut_index(view: list[ConversationMessage], target: int) -> int:
     return fallback
 
 
+def _with_blocks(
+    messages: list[ConversationMessage], blocks: Mapping[int, int], floor: int
+) -> list[ConversationMessage]:
+    """``messages`` counted as sent: a user message at or after ``floor`` with its frozen
+    per-turn block (``blocks``: sequence number -> the block's tokens)."""
+    if not blocks:
+        return messages
+    return [
+        m.model_copy(update={"token_count": m.token_count + blocks[m.sequence_number]})
+        if m.sequence_number >= floor and m.sequence_number in blocks
+        else m
+        for m in messages
+    ]
+
+
 def cache_fit(
     history: list[ConversationMessage],
     *,
@@ -134,21 +149,35 @@ def cache_fit(
     newer_tool_results: int,
     policy: CachePolicy,
     count: CountMessage,
+    blocks: Mapping[int, int] | None = None,
+    compacted_sequence: int = 0,
 ) -> CacheFit:
     """Fit ``history`` (oldest first, loaded from the stored cut on) into ``budget - fixed``.
 
     ``region_first``: the first message history may start at (after the system prompt and any
     compaction boundary); ``end_sequence``: the first message of the current turn;
-    ``newer_tool_results``: tool results in the current turn (they count as the newest kept).
+    ``newer_tool_results``: tool results in the current turn (they count as the newest kept);
+    ``blocks``: the tokens of the per-turn blocks frozen with user messages (sent from the
+    stored ``prefix_floor`` on; a rebase moves the floor to the current turn, dropping them,
+    and so does a compaction boundary (``compacted_sequence``) past the floor).
     """
+    blocks = blocks or {}
     start = max(state.cut_sequence, region_first)
     messages = [m for m in history if start <= m.sequence_number < end_sequence]
     clearing = _Clearing(messages, policy, count)
     available = budget - fixed
     high_water = min(available, int(policy.high_water_ratio * budget) - fixed)
-    view = drop_incoherent(clearing.render(messages, state.cleared_sequence))
+    sent = _with_blocks(messages, blocks, state.prefix_floor)
+    view = drop_incoherent(clearing.render(sent, state.cleared_sequence))
     cut_sequence, cut_tokens = start, messages[0].start_tokens if messages else state.cut_tokens
     result = CacheFit(state=state)
+    if compacted_sequence > state.prefix_floor and blocks:
+        # Compaction moved the history's start past the floor: the prompt is rewritten from
+        # there anyway, so the old turns' blocks leave it now too.
+        state = replace(state, prefix_floor=end_sequence)
+        result.state = state
+        sent = _with_blocks(messages, blocks, state.prefix_floor)
+        view = drop_incoherent(clearing.render(sent, state.cleared_sequence))
     if _tokens(view) > high_water:
         result.rebased = True
         boundary = _clear_batch(messages, clearing, state.cleared_sequence, newer_tool_results)
@@ -172,7 +201,7 @@ def cache_fit(
             and clearing.clearable(m)
             and clearing.placeholder(m) is not None
         ]
-        result.state = CacheState(cut_sequence, cut_tokens, boundary)
+        result.state = CacheState(cut_sequence, cut_tokens, boundary, end_sequence)
     raw = {m.sequence_number: m.token_count for m in messages}
     placeholders = [m for m in view if m.role == "tool" and raw[m.sequence_number] != m.token_count]
     result.kept = view

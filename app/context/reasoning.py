@@ -8,6 +8,7 @@ their ``reasoning_content``. Older turns' reasoning stays stored and shown, not 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from app.context.metadata import ContextUtilization
@@ -29,9 +30,13 @@ def render_messages(
     sent: list[ConversationMessage],
     utilization: ContextUtilization,
     anchors: list[Anchor] | None = None,
+    *,
+    kept_blocks: Collection[int] = (),
 ) -> list[dict[str, Any]]:
     """The messages as sent upstream, reasoning where the loop needs it. ``anchors`` collects
-    the answers with a prompt hash, for the seal (app/context/seal.py) to check."""
+    the answers with a prompt hash, for the seal (app/context/seal.py) to check. A user
+    message's frozen per-turn block goes with it when it starts the current loop, or when it
+    is one of ``kept_blocks`` (sequence numbers: app/memories/frozen.py)."""
     start = _loop_start(sent)
     carries = [
         m.role == "assistant" and bool(m.thinking_blocks or m.reasoning_content) for m in sent
@@ -41,7 +46,8 @@ def render_messages(
     rendered = []
     for index, message in enumerate(sent):
         resend = start is not None and index > start and carries[index]
-        out = message.to_openai(with_reasoning=resend)
+        with_prefix = index == start or message.sequence_number in kept_blocks
+        out = message.to_openai(with_reasoning=resend, with_prefix=with_prefix)
         if anchors is not None and message.prompt_hash and message.role == "assistant":
             anchors.append(Anchor(out, message, resend))
         rendered.append(out)

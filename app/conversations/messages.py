@@ -58,11 +58,14 @@ class ConversationMessage(BaseModel):
     def end_tokens(self) -> int:
         return self.start_tokens + self.token_count
 
-    def to_openai(self, *, with_reasoning: bool = False) -> dict[str, Any]:
+    def to_openai(
+        self, *, with_reasoning: bool = False, with_prefix: bool = True
+    ) -> dict[str, Any]:
         """The message as sent upstream. Reasoning stays in the record unless asked for: the
-        assistant messages of the current tool loop carry it back, as providers require."""
+        assistant messages of the current tool loop carry it back, as providers require. The
+        per-turn context goes with the newest user message only (``with_prefix``)."""
         content = self.content
-        if self.context_prefix:
+        if self.context_prefix and with_prefix:
             content = prefixed(content, self.context_prefix)
         message: dict[str, Any] = {"role": self.role, "content": content}
         if with_reasoning:

@@ -41,6 +41,7 @@ def _cache_values(state: CacheState) -> dict[str, int]:
         "cache_cut_sequence": state.cut_sequence,
         "cache_cut_tokens": state.cut_tokens,
         "cache_cleared_sequence": state.cleared_sequence,
+        "cache_prefix_floor": state.prefix_floor,
     }
 
 

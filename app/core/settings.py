@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     cache_low_water_ratio: float = Field(0.3, gt=0, le=1)
     cache_keep_tool_results: int = Field(2, ge=0)
     cache_clear_at_least_tokens: int = Field(4000, ge=0)
+    # An older turn keeps its frozen per-turn block (memories, date, recalled messages) when it
+    # is at least this many times the block's size (app/memories/frozen.py).
+    cache_block_keep_turn_ratio: float = Field(2.0, ge=0.0)
     cache_exclude_tools: list[str] = Field(default_factory=list)
     # cache_control breakpoints on the stable prefix for Anthropic models (client's kept).
     cache_hints: bool = True

@@ -63,6 +63,8 @@ class MemoryContext:
     # In user_prefix mode, the text put before the newest user message (memories, date,
     # recalled messages): stored with that message, so later calls send the same bytes.
     user_prefix: str = ""
+    # A later call of a tool loop: the block frozen with the loop's user message, sent again.
+    frozen_tokens: int = 0
 
     @property
     def reserved_tokens(self) -> int:
@@ -117,7 +119,7 @@ class MemoryContext:
                 messages = inject(messages, block, mode)
                 added += 0 if mode == "user_prefix" else 1
         assembled.messages = messages
-        used = self.bundle_tokens + self.context_tokens + self.recall.tokens
+        used = self.bundle_tokens + self.context_tokens + self.recall.tokens + self.frozen_tokens
         utilization = assembled.utilization
         utilization.max_input_tokens = budget.total
         utilization.tokens_used += used

@@ -48,19 +48,25 @@ def _last_user(messages: list[dict[str, Any]]) -> int | None:
 
 
 def inject(messages: list[dict[str, Any]], block: str, mode: str) -> list[dict[str, Any]]:
-    """A copy of ``messages`` with ``block`` placed as ``mode`` says."""
-    result = [dict(m) for m in messages]
+    """A copy of ``messages`` with ``block`` placed as ``mode`` says. Only the message that
+    changes is copied: the others stay the objects the assembler rendered (the prompt seal
+    finds the answers it checks by identity)."""
+    result = list(messages)
     last_user = _last_user(result)
     if mode == "system_append":
         if result and result[0].get("role") in _SYSTEM_ROLES:
-            result[0]["content"] = _append_content(result[0].get("content"), block)
+            first = dict(result[0])
+            first["content"] = _append_content(first.get("content"), block)
+            result[0] = first
         else:
             result.insert(0, {"role": "system", "content": block})
     elif mode == "context_message":
         position = last_user if last_user is not None else len(result)
         result.insert(position, {"role": "system", "content": block})
     elif last_user is not None:
-        result[last_user]["content"] = prefixed(result[last_user].get("content"), block)
+        user = dict(result[last_user])
+        user["content"] = prefixed(user.get("content"), block)
+        result[last_user] = user
     else:  # no user message to prefix (a tool-result continuation): its own message
         result.append({"role": "system", "content": block})
     return result

@@ -59,7 +59,9 @@ class ResponseService:
                 raise _not_found(previous_id, "previous_response_id")
             if not store:
                 messages = await conversation_service.messages(session, conversation)
-                return StartPoint(history=[_resent(m) for m in messages[: record.end_sequence]])
+                history = messages[: record.end_sequence]
+                newest = max((i for i, m in enumerate(history) if m.role == "user"), default=-1)
+                return StartPoint(history=[_resent(m, i == newest) for i, m in enumerate(history)])
             if conversation.message_count == record.end_sequence:
                 return StartPoint(conversation_id=conversation.id, at=record.end_sequence)
         fork = await self.branch(database, tenant_id, record.conversation_id, record.end_sequence)
@@ -104,8 +106,10 @@ class ResponseService:
         )
 
 
-def _resent(message: Any) -> dict[str, Any]:
-    data: dict[str, Any] = message.to_openai()
+def _resent(message: Any, newest_user: bool) -> dict[str, Any]:
+    """A stored message as the continuation resends it (per-turn context with the newest user
+    message only, as the pipeline sends it)."""
+    data: dict[str, Any] = message.to_openai(with_prefix=newest_user)
     for key in _REASONING:
         value = getattr(message, key, None)
         if value:

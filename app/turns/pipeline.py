@@ -38,6 +38,7 @@ from app.db.models import new_id
 from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
+from app.memories.frozen import freeze_user_prefix, frozen_blocks, frozen_prefix_tokens
 from app.memories.hooks import prepare_memory, schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
 from app.turns.context import RecordHook, TurnContext
@@ -181,6 +182,8 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         )
         if own_system is not None:
             window.system.insert(0, own_system)
+        memory.frozen_tokens = frozen_prefix_tokens(state, window.current, new, model)
+        budget.memory += memory.frozen_tokens
         attachments = await attachment_service.artifacts(
             session, context.caller.tenant_id, request.attachments
         )
@@ -208,6 +211,8 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
                 region_first=window.region_first,
                 current_first=window.current_first,
                 count=lambda message: state.tokens.count_message(message, model),
+                blocks=frozen_blocks(state, window.history, window.current, model),
+                compacted_sequence=memory.boundary_sequence,
             ),
         )
     )
@@ -217,7 +222,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         # a tool-loop call resends that message as it was sent, never with a new block.
         await memory.recall_messages(state, context, resolved, window, assembled, budget)
     memory.apply(assembled, budget)
-    _freeze_user_prefix(state, new, memory.user_prefix, model)
+    freeze_user_prefix(new, memory.user_prefix)
     # The seal (thinking resent only after an unchanged prefix, the prompt's hash) comes before
     # the client's and the provider's cache marks, which move every call.
     conversation = resolved.conversation
@@ -273,6 +278,7 @@ def _stored_cache_state(resolved: ResolvedConversation) -> CacheState:
         conversation.cache_cut_sequence or 0,
         conversation.cache_cut_tokens or 0,
         conversation.cache_cleared_sequence or 0,
+        conversation.cache_prefix_floor or 0,
     )
 
 
@@ -305,21 +311,6 @@ def _cache_outcome(
         if not client_marked_cache(messages, request.tools):
             add_cache_hints(messages, system_count, assembled.prefix_count + head_added)
     return fit.state if fit.state != stored else None
-
-
-def _freeze_user_prefix(
-    state: AppState, new: list[ConversationMessage], prefix: str, model: str
-) -> None:
-    """Store the per-turn context sent before a new user message with it: the next calls of
-    the loop resend that message exactly as this one did (the provider's cached prefix holds)
-    instead of without it, and its tokens are counted where the message is."""
-    if not prefix:
-        return
-    for message in reversed(new):
-        if message.role == "user":
-            message.context_prefix = prefix
-            message.token_count += state.tokens.count_text(f"{prefix}\n\n", model)
-            return
 
 
 def answer_message(

@@ -202,3 +202,51 @@ def test_a_stored_state_is_respected_and_a_compaction_boundary_overrides_it() ->
         count=count,
     )
     assert moved.kept[0].sequence_number == 12
+
+
+def _fit_with_blocks(
+    loop: Loop, state: CacheState, budget: int, blocks: dict[int, int], compacted: int = 0
+) -> CacheFit:
+    return cache_fit(
+        loop.messages,
+        state=state,
+        region_first=compacted,
+        end_sequence=len(loop.messages),
+        budget=budget,
+        fixed=SYSTEM + 30,
+        newer_tool_results=0,
+        policy=CachePolicy(),
+        count=count,
+        blocks=blocks,
+        compacted_sequence=compacted,
+    )
+
+
+def test_frozen_blocks_count_from_the_floor_and_a_rebase_moves_it_to_the_current_turn() -> None:
+    loop = Loop()
+    for n in range(4):
+        loop.step(n, 500)
+    users = [m.sequence_number for m in loop.messages if m.role == "user"]
+    blocks = dict.fromkeys(users, 200)
+    plain = _fit_with_blocks(loop, CacheState(), 100_000, {})
+    fit = _fit_with_blocks(loop, CacheState(prefix_floor=users[2]), 100_000, blocks)
+    assert fit.tokens == plain.tokens + 2 * 200  # the two turns at or after the floor
+    assert not fit.rebased
+    assert fit.state.prefix_floor == users[2]
+    # Too big for the budget: the rebase rewrites the prompt and drops every old block.
+    tight = _fit_with_blocks(loop, CacheState(prefix_floor=users[2]), 2_000, blocks)
+    assert tight.rebased
+    assert tight.state.prefix_floor == len(loop.messages)
+    assert all(m.token_count == loop.messages[m.sequence_number].token_count for m in tight.kept)
+
+
+def test_a_compaction_boundary_past_the_floor_drops_the_old_blocks_too() -> None:
+    loop = Loop()
+    for n in range(4):
+        loop.step(n, 500)
+    users = [m.sequence_number for m in loop.messages if m.role == "user"]
+    blocks = dict.fromkeys(users, 200)
+    fit = _fit_with_blocks(loop, CacheState(), 100_000, blocks, compacted=users[1])
+    assert not fit.rebased
+    assert fit.state.prefix_floor == len(loop.messages)
+    assert fit.tokens == sum(m.token_count for m in loop.messages[users[1] :])

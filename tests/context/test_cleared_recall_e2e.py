@@ -183,12 +183,19 @@ def test_a_cleared_tool_result_is_recalled_in_full_for_a_question_about_it(
     assert utilization["tokens_used"] <= BUDGET
     assert utilization["breakdown"]["memory"] > 0
 
-    # The block is frozen with the question: the next call of the loop resends it as sent,
-    # and its prompt again keeps the previous one as prefix.
+    # The next user turn: the question's turn (a question and its answer) is shorter than
+    # twice its block, so the block leaves the prompt with it (app/memories/frozen.py): one
+    # rewrite from the question on, reported as such, instead of the block in every prompt.
     loop.step("Step 99.")
-    later = _prompts(fake_upstream)[-2:]
-    for sent in later:
-        assert sent[: len(prompt)] == prompt
+    first, second = _prompts(fake_upstream)[-2:]
+    question_at = len(prompt) - 1
+    assert first[:question_at] == prompt[:question_at]
+    assert first[question_at] == {"role": "user", "content": QUESTION}
+    assert FACT not in str(first)
+    assert loop.usages[-2]["cache_stats"]["prefix_kept"] is False
+    # and the loop's next call keeps that prompt as its prefix again
+    assert second[: len(first)] == first
+    assert loop.usages[-1]["cache_stats"]["prefix_kept"] is True
     assert not loop.usages[-1]["messages_recalled"]  # a tool-loop call recalls nothing new
 
 

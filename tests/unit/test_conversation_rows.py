@@ -28,6 +28,7 @@ ROW = {
     "start_tokens": 120,
     "status": "incomplete",
     "content_hash": "abc",
+    "prompt_hash": "0123456789abcdef0123456789abcdef",
 }
 
 

@@ -55,6 +55,9 @@ class Conversation(Base):
     cache_cut_sequence: Mapped[int] = mapped_column(default=0, server_default="0")
     cache_cut_tokens: Mapped[int] = mapped_column(default=0, server_default="0")
     cache_cleared_sequence: Mapped[int] = mapped_column(default=0, server_default="0")
+    # User messages from cache_prefix_floor on are sent with their frozen per-turn block; it
+    # moves to the current turn at each rebase (app/context/cache_fit.py). Only grows.
+    cache_prefix_floor: Mapped[int] = mapped_column(default=0, server_default="0")
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="conversation",
