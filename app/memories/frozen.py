@@ -58,7 +58,7 @@ def frozen_blocks(
 ) -> dict[int, int]:
     """The blocks older turns keep (sequence number -> tokens; the cache-aware fit sends
     those at or after its floor): a turn at least ``cache_block_keep_turn_ratio`` times the
-    size of its block keeps it (rewriting that turn to drop it would cost a cache write of it all, as an
+    size of its block keeps it (dropping it would cost a cache write of the whole turn, an
     agent's long tool loop); a shorter one, a chat's question and answer, is rewritten once
     without it when the next user message comes, instead of carrying it in every prompt."""
     ratio = state.settings.cache_block_keep_turn_ratio
