@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import bm25s
 import numpy as np
+from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 __all__ = ["LEXICAL_COVERAGE", "LEXICAL_STRONG", "LexicalIndex", "tokenize"]
 
@@ -18,12 +19,16 @@ __all__ = ["LEXICAL_COVERAGE", "LEXICAL_STRONG", "LexicalIndex", "tokenize"]
 # incidental shared words and only add noise to paraphrased questions (bench/README.md).
 LEXICAL_STRONG = 2.0
 LEXICAL_COVERAGE = 0.6
+# NLTK's 179 English function words (bm25s's "en" has Lucene's 33): a question's "which", "am",
+# "my" or "should" is not a word of its meaning, and a rare one in the memories ("5 am") made a
+# strong match of its own.
+_STOPWORDS = list(STOPWORDS_EN_PLUS)
 _COVERAGE_CHECKED = 64
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:
     tokens: list[list[str]] = bm25s.tokenize(
-        texts, stopwords="en", return_ids=False, show_progress=False
+        texts, stopwords=_STOPWORDS, return_ids=False, show_progress=False
     )
     return tokens
 
