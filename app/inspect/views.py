@@ -213,8 +213,19 @@ def message_view(row: Message) -> MessageView:
         request_id=row.request_id,
         tool_call_id=row.tool_call_id,
         tool_calls=_tool_calls(row.tool_calls),
-        reasoning=row.reasoning_content,
+        reasoning=row.reasoning_content or _thinking_text(row.thinking_blocks),
     )
+
+
+def _thinking_text(blocks: list[dict[str, Any]] | None) -> str | None:
+    """Anthropic's thinking blocks as the inspector shows them (the signature is not text)."""
+    parts = [
+        str(block.get("thinking") or "")
+        if block.get("type") == "thinking"
+        else "[redacted thinking]"
+        for block in blocks or ()
+    ]
+    return "\n\n".join(part for part in parts if part) or None
 
 
 def _int(value: Any) -> int:
