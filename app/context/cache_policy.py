@@ -46,18 +46,35 @@ class CacheState:
     prefix_floor: int = 0
 
 
-def cache_policy(settings: Settings, options: CacheOptions) -> CachePolicy:
-    """The request's ``context.cache`` over the deployment's settings. ``exclude_tools`` is
-    the union of both: a request can protect more tools, never unprotect the deployment's."""
-    exclude = {*settings.cache_exclude_tools, *(options.exclude_tools or ())}
+def cache_policy(
+    settings: Settings, options: CacheOptions, model: CacheOptions | None = None
+) -> CachePolicy:
+    """The request's ``context.cache`` over the model's (its ``model_list`` entry's
+    ``model_info.context_cache``) over the deployment's settings. ``exclude_tools`` is the
+    union of all three: a request can protect more tools, never unprotect the operator's."""
+    model = model or CacheOptions()
+    exclude = {
+        *settings.cache_exclude_tools,
+        *(model.exclude_tools or ()),
+        *(options.exclude_tools or ()),
+    }
     return CachePolicy(
-        enabled=_pick(options.enabled, settings.cache_enabled),
-        high_water_ratio=_pick(options.high_water_ratio, settings.cache_high_water_ratio),
-        low_water_ratio=_pick(options.low_water_ratio, settings.cache_low_water_ratio),
-        keep_tool_results=_pick(options.keep_tool_results, settings.cache_keep_tool_results),
+        enabled=_pick(options.enabled, _pick(model.enabled, settings.cache_enabled)),
+        high_water_ratio=_pick(
+            options.high_water_ratio,
+            _pick(model.high_water_ratio, settings.cache_high_water_ratio),
+        ),
+        low_water_ratio=_pick(
+            options.low_water_ratio, _pick(model.low_water_ratio, settings.cache_low_water_ratio)
+        ),
+        keep_tool_results=_pick(
+            options.keep_tool_results,
+            _pick(model.keep_tool_results, settings.cache_keep_tool_results),
+        ),
         clear_at_least_tokens=_pick(
-            options.clear_at_least_tokens, settings.cache_clear_at_least_tokens
+            options.clear_at_least_tokens,
+            _pick(model.clear_at_least_tokens, settings.cache_clear_at_least_tokens),
         ),
         exclude_tools=frozenset(exclude),
-        cache_hints=_pick(options.cache_hints, settings.cache_hints),
+        cache_hints=_pick(options.cache_hints, _pick(model.cache_hints, settings.cache_hints)),
     )

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from app.core.errors import NotFound
+from app.protocol.chat import CacheOptions
 
 __all__ = ["ConfigError", "Deployment", "ModelRouter", "is_anthropic", "load_model_list"]
 
@@ -31,6 +33,9 @@ class Deployment:
     litellm_model: str
     params: dict[str, Any] = field(default_factory=dict)
     model_info: dict[str, Any] = field(default_factory=dict)
+    # ``model_info.context_cache``: this deployment's cache-aware fit policy, the fields of a
+    # request's ``context.cache`` (the request's own win; app/context/cache_policy.py).
+    cache: CacheOptions | None = None
 
     @property
     def cost_key(self) -> str:
@@ -56,6 +61,20 @@ def _resolve_secret(value: Any) -> Any:
     return value
 
 
+def _cache_options(path: Path, index: int, raw: Any) -> CacheOptions | None:
+    if raw is None:
+        return None
+    try:
+        return CacheOptions.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(
+            f"{path}: model_list[{index}].model_info.context_cache: {problems}"
+        ) from None
+
+
 def load_model_list(path: Path) -> tuple[list[Deployment], dict[str, list[str]]]:
     """Read deployments and fallbacks (``router_settings.fallbacks`` or top-level)."""
     try:
@@ -73,12 +92,14 @@ def load_model_list(path: Path) -> tuple[list[Deployment], dict[str, list[str]]]
             raise ConfigError(f"{path}: model_list[{index}].litellm_params needs 'model'")
         litellm_model = str(params.pop("model"))
         params = {key: _resolve_secret(value) for key, value in params.items()}
+        model_info = dict(entry.get("model_info") or {})
         deployments.append(
             Deployment(
                 model_name=str(entry["model_name"]),
                 litellm_model=litellm_model,
                 params=params,
-                model_info=dict(entry.get("model_info") or {}),
+                model_info=model_info,
+                cache=_cache_options(path, index, model_info.get("context_cache")),
             )
         )
     fallbacks: dict[str, list[str]] = {}
@@ -142,6 +163,13 @@ class ModelRouter:
         """The first deployment of a name, without advancing the round-robin."""
         configured = self._by_name.get(model_name)
         return configured[0] if configured else self._direct(model_name)[0]
+
+    def find(self, model_name: str) -> Deployment | None:
+        """``primary``, or None when no route serves the name (the call itself will say)."""
+        try:
+            return self.primary(model_name)
+        except NotFound:
+            return None
 
     def serves(self, model_name: str) -> bool:
         """False only for a name outside the model_list when no upstream takes the others

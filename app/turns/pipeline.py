@@ -32,7 +32,6 @@ from app.conversations.fingerprint import content_hash
 from app.conversations.history import load_history_window, measure_turn
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
-from app.core.errors import ContextGateError
 from app.core.state import AppState
 from app.db.models import new_id
 from app.keys.auth import Caller
@@ -159,7 +158,10 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             )
         ]
         # The system prompt and the current turn, counted once for every stage.
-        policy = cache_policy(state.settings, request.context.cache)
+        deployment = state.llm.router.find(model)
+        policy = cache_policy(
+            state.settings, request.context.cache, deployment.cache if deployment else None
+        )
         stored = _stored_cache_state(resolved) if policy.enabled else None
         shape = measure_turn(resolved, new)
         budget.system, budget.current = shape.system_tokens, shape.current_tokens
@@ -284,9 +286,8 @@ def _stored_cache_state(resolved: ResolvedConversation) -> CacheState:
 
 def _anthropic(state: AppState, model: str) -> bool:
     """Whether the model is reached as Anthropic's (by its name or its deployment's)."""
-    try:
-        deployment = state.llm.router.primary(model)
-    except ContextGateError:
+    deployment = state.llm.router.find(model)
+    if deployment is None:
         return is_anthropic_model(model)
     return is_anthropic(deployment) or is_anthropic_model(deployment.litellm_model)
 
