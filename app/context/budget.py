@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,35 +41,16 @@ def input_budget(
     return max(1, window - reserve - margin)
 
 
-# Agents resend the same tool definitions on every call (Claude Code: a dozen large ones), so
-# their count is kept by a hash of their JSON and encoding: one tokenization per tool set.
-_TOOLS_CACHE_ENTRIES = 256
-_tools_cache: OrderedDict[tuple[str, bytes], int] = OrderedDict()
-_tools_lock = threading.Lock()
-
-
 async def count_tools(
     counter: TokenCounter, tools: Sequence[dict[str, Any]] | None, model: str
 ) -> int:
-    """Tokens of the tool definitions sent with the request: their JSON, counted as the
-    Anthropic door's ``count_tokens`` counts them; a large set in the token pool (off the loop)."""
+    """Tokens of the tool definitions sent with the request: their JSON; a large set counted in
+    the token pool (off the loop), and remembered: agents resend the same tools every call."""
     if not tools:
         return 0
-    data = orjson.dumps(list(tools))
-    key = (counter.encoding(model).name, hashlib.blake2b(data, digest_size=16).digest())
-    with _tools_lock:
-        cached = _tools_cache.get(key)
-        if cached is not None:
-            _tools_cache.move_to_end(key)
-            return cached
-    text = data.decode()
+    text = orjson.dumps(list(tools)).decode()
     await counter.precount([text], model)
-    tokens = counter.count_text(text, model)
-    with _tools_lock:
-        _tools_cache[key] = tokens
-        while len(_tools_cache) > _TOOLS_CACHE_ENTRIES:
-            _tools_cache.popitem(last=False)
-    return tokens
+    return counter.count_cached(text, model)
 
 
 @dataclass(slots=True)

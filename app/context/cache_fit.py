@@ -233,10 +233,18 @@ def _clear_batch(
     return candidates[-1].sequence_number + 1
 
 
-def annotate(fit: CacheFit, utilization: ContextUtilization, *, continuing: bool) -> None:
-    """Write what the fit did into ``context_utilization.cache_stats``."""
+def annotate(
+    fit: CacheFit,
+    utilization: ContextUtilization,
+    *,
+    continuing: bool,
+    previous_kept: bool | None = None,
+) -> None:
+    """Write what the fit did into ``context_utilization.cache_stats``. ``previous_kept``: the
+    prompt seal's finding (app/context/seal.py), when the previous answer has a prompt hash;
+    without one, the prefix is taken as kept when the fit did not rebase."""
     stats = utilization.cache_stats
-    stats.prefix_kept = continuing and not fit.rebased
+    stats.prefix_kept = continuing and not fit.rebased if previous_kept is None else previous_kept
     stats.prefix_tokens = utilization.breakdown.system + fit.tokens
     stats.cut = fit.rebased and fit.dropped > 0
     stats.cut_at_sequence = fit.kept[0].sequence_number if fit.kept else None

@@ -77,7 +77,7 @@ LARGE_TEXT_CHARS = 32 * 1024
 # Chunk size of the bounded encoding: BPE on an unbroken run is quadratic in its length.
 _CHUNK_CHARS = 4 * 1024
 _CUT = re.compile(r"\s")
-_CACHE_ENTRIES = 512
+_CACHE_ENTRIES = 2048
 _POOL_WORKERS = 2
 
 
@@ -138,14 +138,32 @@ class TokenCounter:
                 return cached
         return self._count_large(key, encoding, text)
 
-    def _count_large(
-        self, key: tuple[str, int, int], encoding: tiktoken.Encoding, text: str
-    ) -> int:
-        count = _chunked_count(encoding, text)
+    def count_cached(self, text: str, model: str) -> int:
+        """``count_text``, remembered whatever the text's length: for texts sent again on every
+        call (an agent's tool definitions, the block frozen with a turn's user message)."""
+        if not text:
+            return 0
+        key = (_encoding_for(model).name, len(text), hash(text))
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        count = self.count_text(text, model)
+        self._remember(key, count)
+        return count
+
+    def _remember(self, key: tuple[str, int, int], count: int) -> None:
         with self._lock:
             self._cache[key] = count
             while len(self._cache) > _CACHE_ENTRIES:
                 self._cache.popitem(last=False)
+
+    def _count_large(
+        self, key: tuple[str, int, int], encoding: tiktoken.Encoding, text: str
+    ) -> int:
+        count = _chunked_count(encoding, text)
+        self._remember(key, count)
         return count
 
     def upper_bound(self, text: str) -> int:

@@ -21,6 +21,7 @@ import logging
 import re
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -103,9 +104,10 @@ def minilm_available() -> bool:
     return weights_folder() is not None
 
 
-class EmbeddedEmbedder:
+class EmbeddedEmbedder(ABC):
     """A model loaded in-process once, used from worker threads; single queries are cached
-    (retrieval and message recall embed the same new user message)."""
+    (retrieval and message recall embed the same new user message). A model implements
+    ``_load`` and ``_encode``."""
 
     name: str
     dimensions: int
@@ -155,11 +157,13 @@ class EmbeddedEmbedder:
                 self._recent.popitem(last=False)
         return rows
 
+    @abstractmethod
     def _load(self) -> None:
-        raise NotImplementedError
+        """Load the weights (once, under the lock)."""
 
+    @abstractmethod
     def _encode(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
+        """Unit-length rows, one per text."""
 
 
 class MiniLMEmbedder(EmbeddedEmbedder):

@@ -12,9 +12,6 @@ a block's tokens are counted where it is sent.
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
-
 from app.conversations.messages import ConversationMessage
 from app.core.state import AppState
 
@@ -36,18 +33,14 @@ def freeze_user_prefix(new: list[ConversationMessage], prefix: str) -> None:
             return
 
 
-def frozen_prefix_tokens(
-    state: AppState, current: list[ConversationMessage], new: list[ConversationMessage], model: str
-) -> int:
-    """Tokens of the block frozen with the current turn's user message when this call is a
-    later call of its loop (the message is stored, not new): it is sent again."""
+def frozen_prefix_tokens(state: AppState, current: list[ConversationMessage], model: str) -> int:
+    """Tokens of the block frozen with the current turn's user message, sent again by a later
+    call of its loop. (On the first call the message is new and has no block yet: that block is
+    made, and counted, by memory and recall.)"""
     users = [m for m in current if m.role == "user"]
-    newest = users[-1] if users else None
-    if newest is None or not newest.context_prefix:
+    if not users or not users[-1].context_prefix:
         return 0
-    if any(m.sequence_number == newest.sequence_number for m in new):
-        return 0  # the first call: its block is counted where it is made (memory, recall)
-    return _block_tokens(state, newest.context_prefix, model)
+    return _block_tokens(state, users[-1].context_prefix, model)
 
 
 def frozen_blocks(
@@ -74,21 +67,7 @@ def frozen_blocks(
     return kept
 
 
-_BLOCK_CACHE_ENTRIES = 4096
-_block_cache: OrderedDict[tuple[str, bytes], int] = OrderedDict()
-
-
 def _block_tokens(state: AppState, prefix: str, model: str) -> int:
-    """A block's tokens as sent (``prefix`` and the paragraph break), cached: the same blocks
-    are counted again on every call of a conversation."""
-    digest = hashlib.blake2b(prefix.encode(), digest_size=16).digest()
-    key = (state.tokens.encoding(model).name, digest)
-    cached = _block_cache.get(key)
-    if cached is not None:
-        _block_cache.move_to_end(key)
-        return cached
-    tokens = state.tokens.count_text(f"{prefix}\n\n", model)
-    _block_cache[key] = tokens
-    while len(_block_cache) > _BLOCK_CACHE_ENTRIES:
-        _block_cache.popitem(last=False)
-    return tokens
+    """A block's tokens as sent (``prefix`` and the paragraph break), remembered: the same
+    blocks are counted again on every call of a conversation."""
+    return state.tokens.count_cached(f"{prefix}\n\n", model)

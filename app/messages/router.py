@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import orjson
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
-from app.context.tokens import message_texts
+from app.context.budget import count_tools
 from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits, check_message_sizes
@@ -93,10 +92,7 @@ async def count_tokens(body: CountTokensRequest, caller: CallerDep, state: State
     and the large texts (messages, tools) are counted in the token pool, off the event loop."""
     messages = chat_messages(body)
     check_message_sizes(state.settings, messages)
-    tools = chat_tools(body)
-    tools_text = orjson.dumps(tools).decode() if tools else ""
     counter, model = state.tokens, body.model
-    texts = [text for message in messages for text in message_texts(message)]
-    await counter.precount([*texts, tools_text], model)  # the sync counts below hit its cache
-    total = counter.count_messages(messages, model) + counter.count_text(tools_text, model)
+    total = await counter.count_messages_async(messages, model)
+    total += await count_tools(counter, chat_tools(body), model)
     return json_response({"input_tokens": total})

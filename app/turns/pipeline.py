@@ -184,7 +184,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         )
         if own_system is not None:
             window.system.insert(0, own_system)
-        memory.frozen_tokens = frozen_prefix_tokens(state, window.current, new, model)
+        memory.frozen_tokens = frozen_prefix_tokens(state, window.current, model)
         budget.memory += memory.frozen_tokens
         attachments = await attachment_service.artifacts(
             session, context.caller.tenant_id, request.attachments
@@ -238,9 +238,9 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         set(hashes[resolved.new_start :]),
     )
     head = (len(window.system), 1 if memory.bundle else 0)
-    moved = _cache_outcome(state, assembled, resolved, stored, policy, request, *head)
-    if seal.previous_kept is not None and assembled.cache is not None:
-        assembled.utilization.cache_stats.prefix_kept = seal.previous_kept
+    moved = _cache_outcome(
+        state, assembled, resolved, stored, policy, request, *head, seal.previous_kept
+    )
     return Prepared(
         request=request,
         caller=context.caller,
@@ -301,12 +301,18 @@ def _cache_outcome(
     request: ChatCompletionRequest,
     system_count: int,
     head_added: int,
+    previous_kept: bool | None,
 ) -> CacheState | None:
     """Report the cache-aware fit, add provider hints; the state to store if it moved."""
     fit = assembled.cache
     if fit is None or stored is None:
         return None
-    annotate_cache(fit, assembled.utilization, continuing=resolved.conversation is not None)
+    annotate_cache(
+        fit,
+        assembled.utilization,
+        continuing=resolved.conversation is not None,
+        previous_kept=previous_kept,
+    )
     if policy.cache_hints and _anthropic(state, request.model):
         messages = assembled.messages
         if not client_marked_cache(messages, request.tools):
