@@ -260,3 +260,17 @@ def test_foreign_encrypted_content_is_ignored() -> None:
     assert decode_reasoning("gAAAAABo-opaque-from-openai") is None
     assert decode_reasoning("cg1:not base64 !!") is None
     assert decode_reasoning(encode_reasoning(THINKING)) == THINKING
+
+
+def test_truncation_and_metadata_are_echoed_not_forwarded() -> None:
+    """contextgate always fits the history into the budget, so ``truncation`` changes nothing
+    it sends; the response echoes it (OpenAI's default ``disabled`` when absent), as it echoes
+    ``metadata``, and a value OpenAI does not know is refused."""
+    body = request(input="x", truncation="auto", metadata={"ticket": "T-1"})
+    assert "truncation" not in chat_params(body)
+    echoed = echo_fields(body)
+    assert echoed["truncation"] == "auto"
+    assert echoed["metadata"] == {"ticket": "T-1"}
+    assert echo_fields(request(input="x"))["truncation"] == "disabled"
+    with pytest.raises(ValidationError):
+        request(input="x", truncation="sometimes")
