@@ -48,6 +48,7 @@ from app.messages.router import ERROR_PREFIX as MESSAGES_PREFIX
 from app.messages.router import router as messages_router
 from app.responses.router import router as responses_router
 from app.system.router import router as system_router
+from app.turns.calibration import TokenCalibration
 from app.ui.router import install_ui
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ def build_state(settings: Settings) -> AppState:
         auth_throttle=build_auth_throttle(settings, redis),
         memory=MemoryRuntime(settings, database, redis),
         continuations=HeadClaims(ttl_s=settings.request_timeout_s + 60),
+        calibration=TokenCalibration(database),
         keys=keys,
         redis=redis,
         key_resolver=keys.resolve if keys is not None else None,

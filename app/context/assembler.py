@@ -32,6 +32,7 @@ class CacheInput:
     # Tokens of the per-turn blocks frozen with history user messages (sequence -> tokens).
     blocks: dict[int, int] = field(default_factory=dict)
     compacted_sequence: int = 0  # the compaction boundary (0: none)
+    force: bool = False  # the prompt owner rebases: clear and cut to the low-water mark
 
 
 @dataclass(slots=True)
@@ -70,6 +71,7 @@ def _fit_with_cache(spec: AssemblyInput, cache: CacheInput) -> CacheFit:
         count=cache.count,
         blocks=cache.blocks,
         compacted_sequence=cache.compacted_sequence,
+        force=cache.force,
     )
 
 

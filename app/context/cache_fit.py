@@ -151,6 +151,7 @@ def cache_fit(
     count: CountMessage,
     blocks: Mapping[int, int] | None = None,
     compacted_sequence: int = 0,
+    force: bool = False,
 ) -> CacheFit:
     """Fit ``history`` (oldest first, loaded from the stored cut on) into ``budget - fixed``.
 
@@ -178,7 +179,7 @@ def cache_fit(
         result.state = state
         sent = _with_blocks(messages, blocks, state.prefix_floor)
         view = drop_incoherent(clearing.render(sent, state.cleared_sequence))
-    if _tokens(view) > high_water:
+    if force or _tokens(view) > high_water:
         result.rebased = True
         boundary = _clear_batch(messages, clearing, state.cleared_sequence, newer_tool_results)
         view = drop_incoherent(clearing.render(messages, boundary))

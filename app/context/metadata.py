@@ -20,6 +20,7 @@ __all__ = [
     "CostInfo",
     "PlannerDecision",
     "PlanningCost",
+    "TokenCalibrationStats",
 ]
 
 
@@ -124,6 +125,20 @@ class CacheStats(BaseModel):
     cleared_tool_results: int = 0
     cleared_tokens: int = 0
     cleared_now: list[ClearedToolResult] = Field(default_factory=list)
+    # The prompt owner (app/turns/owner.py): whether this call rewrote the prompt, and why;
+    # the epoch counts rebases (the prompt is append-only within one).
+    rebased: bool = False
+    rebase_reason: str | None = None
+    prompt_epoch: int = 0
+
+
+class TokenCalibrationStats(BaseModel):
+    """The provider's tokens per contextgate token for this model, learned from usage."""
+
+    ratio: float = 1.0
+    samples: int = 0
+    # The budget in the provider's tokens; ``max_input_tokens`` is it in contextgate's count.
+    provider_max_input_tokens: int = 0
 
 
 class PlannerDecision(BaseModel):
@@ -163,6 +178,10 @@ class ContextUtilization(BaseModel):
     messages_recalled: list[dict[str, Any]] = Field(default_factory=list)
     # Why something fell back (planner failed, cache unreachable, …); empty when all went well.
     notes: list[str] = Field(default_factory=list)
+    calibration: TokenCalibrationStats = Field(default_factory=TokenCalibrationStats)
+    # The provider's extended thinking was switched off for this call (a last resort: the
+    # current loop's reasoning could not be resent), with the reason.
+    thinking_disabled: str | None = None
 
     @field_serializer("notes", "compaction")
     def _redacted(self, value: Any) -> Any:

@@ -1,24 +1,23 @@
-"""The prompt seal: what each answer was produced for, and what a later call may resend.
+"""The prompt seal: the hash of each prompt, and whether the previous one was kept.
 
-Every answer contextgate stores carries the hash of the prompt it answered (``prompt_hash``).
-A later call compares it with the hash of what it sends before that answer:
+Every answer contextgate stores carries the hash of the prompt it answered (``prompt_hash``). The
+hash is a chain over the messages as sent (before provider cache marks, which move every call):
+``chain(h, m) = blake2b(h + encode(m))``, so the prompt owner (app/turns/owner.py) extends the
+previous prompt's hash with the messages it appends, without re-encoding what it kept.
 
-- the thinking of the current tool loop is resent only while everything before each of its
-  answers is sent exactly as it was when the provider produced it; when a prefix changed (a
-  tool result summarized differently, a document block that left, other instructions), the
-  loop's reasoning is withheld, the provider's extended thinking is turned off for this call
-  (Anthropic rejects a tool loop whose last answer lacks its thinking while it is on), and
-  ``context_utilization.notes`` says so;
-- the previous prompt survived as this prompt's prefix exactly when the newest stored answer's
-  hash matches: ``cache_stats.prefix_kept`` is that fact, not an inference from the fit.
-
-Hashes are taken over the messages as contextgate renders them, before provider cache hints
-(which move every call) are added.
+- The previous prompt survived as this prompt's prefix exactly when the newest stored answer's
+  hash equals the chain at its position: ``cache_stats.prefix_kept`` is that fact.
+- An answer of the current tool loop whose prefix changed (a rebase cleared a tool result before
+  it) keeps its thinking: signatures cover the thinking text, and providers accept edits before
+  it (Anthropic's own context editing clears tool results in a thinking loop). The loop's
+  reasoning is withheld only when the loop's start was cut (``LOOP_CUT_NOTE``): then the
+  provider's extended thinking is turned off for the call, as a counted, reported last resort.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ __all__ = [
     "LOOP_CUT_NOTE",
     "Anchor",
     "SealResult",
+    "chain_hash",
     "seal_assembled",
     "seal_prompt",
 ]
@@ -44,11 +44,9 @@ LOOP_CUT_NOTE = (
     "budget, and thinking blocks may only be resent with everything before them unchanged"
 )
 EDITED_BEFORE_THINKING_NOTE = (
-    "reasoning of the current tool loop was not resent (extended thinking off for this call): "
-    "what precedes the answer at message {index} changed since the provider produced it, and "
-    "thinking may only be resent after an unchanged prefix"
+    "the prompt before the current tool loop's answer at message {index} was rewritten by a "
+    "rebase; the loop's thinking blocks are resent unchanged with their signatures"
 )
-_REASONING_KEYS = ("thinking_blocks", "reasoning_content")
 
 
 @dataclass(slots=True)
@@ -74,33 +72,34 @@ def _encode(message: dict[str, Any]) -> bytes:
     return orjson.dumps(message, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
+def chain_hash(previous: str, messages: Iterable[dict[str, Any]]) -> str:
+    """The seal's hash of a prompt that starts with a prompt hashed ``previous`` ("" at the
+    start) and goes on with ``messages``."""
+    digest = bytes.fromhex(previous) if previous else b""
+    for message in messages:
+        digest = hashlib.blake2b(digest + _encode(message), digest_size=16).digest()
+    return digest.hex()
+
+
 def _scan(
     messages: list[dict[str, Any]], anchors: list[Anchor], previous: ConversationMessage | None
 ) -> tuple[str, bool | None, int | None]:
     """The prompt's hash, whether the previous answer's prefix is unchanged, and the index of
-    the first answer whose reasoning would be resent after a changed prefix."""
+    the first answer whose reasoning is resent after a changed prefix."""
     where = {id(anchor.rendered): anchor for anchor in anchors}
-    hasher = hashlib.blake2b(digest_size=16)
+    digest = ""
     previous_kept: bool | None = None
     edited_at: int | None = None
     for index, rendered in enumerate(messages):
         anchor = where.get(id(rendered))
         if anchor is not None and anchor.rendered is rendered:
-            matches = hasher.copy().hexdigest() == anchor.message.prompt_hash
+            matches = digest == anchor.message.prompt_hash
             if anchor.message is previous:
                 previous_kept = matches
             if anchor.resends_reasoning and not matches and edited_at is None:
                 edited_at = index
-        hasher.update(_encode(rendered))
-        hasher.update(b"\n")
-    return hasher.hexdigest(), previous_kept, edited_at
-
-
-def _loop_start(messages: list[dict[str, Any]]) -> int:
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            return index
-    return -1
+        digest = chain_hash(digest, (rendered,))
+    return digest, previous_kept, edited_at
 
 
 def seal_prompt(
@@ -111,17 +110,13 @@ def seal_prompt(
     previous: ConversationMessage | None,
     loop_cut: bool = False,
 ) -> SealResult:
-    """Check the anchors against what is sent before them, withhold the loop's reasoning when
-    one was edited, and hash the prompt. ``previous``: the newest stored message, if an answer
-    this prompt resends; ``loop_cut``: the loop's start did not fit (its reasoning is out)."""
+    """Hash the prompt and check the anchors against what is sent before them. ``previous``:
+    the newest stored message, if an answer this prompt resends; ``loop_cut``: the loop's start
+    did not fit (its reasoning is out, so thinking must be off for this call)."""
     prompt_hash, previous_kept, edited_at = _scan(messages, anchors, previous)
     if edited_at is not None:
-        for rendered in messages[_loop_start(messages) + 1 :]:
-            for key in _REASONING_KEYS:
-                rendered.pop(key, None)
         utilization.notes.append(EDITED_BEFORE_THINKING_NOTE.format(index=edited_at))
-        prompt_hash, previous_kept, _ = _scan(messages, anchors, previous)
-    return SealResult(prompt_hash, previous_kept, edited_at is not None or loop_cut)
+    return SealResult(prompt_hash, previous_kept, loop_cut)
 
 
 def seal_assembled(assembled: AssembledContext, *, newest_sequence: int) -> SealResult:

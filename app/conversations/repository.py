@@ -184,6 +184,22 @@ class ConversationRepository(TenantRepository[Conversation]):
                     found.setdefault(call_id, turn)
         return found
 
+    async def messages_from(
+        self, session: AsyncSession, conversation_id: str, first_sequence: int
+    ) -> Sequence[Row[Any]]:
+        """The ``HISTORY_COLUMNS`` of the messages from ``first_sequence`` on (a tool loop's
+        newest answer, for the prompt owner's append: one indexed range query)."""
+        columns = [getattr(Message, name) for name in HISTORY_COLUMNS]
+        statement = (
+            select(*columns)
+            .where(
+                Message.conversation_id == conversation_id,
+                Message.sequence_number >= first_sequence,
+            )
+            .order_by(Message.sequence_number)
+        )
+        return (await session.execute(statement)).all()
+
     async def all_messages(self, session: AsyncSession, conversation_id: str) -> list[Message]:
         statement = (
             select(Message)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from app.llm.reach import HelperModels
     from app.memories.embedder import Embedder
     from app.memories.runtime import MemoryRuntime
+    from app.turns.calibration import TokenCalibration
 
 __all__ = ["AppState", "get_state"]
 
@@ -48,6 +49,8 @@ class AppState:
     memory: MemoryRuntime
     # Conversation ends that turns of this process continue (Responses' previous_response_id).
     continuations: HeadClaims
+    # Per model, the provider's tokens per contextgate token (app/turns/calibration.py).
+    calibration: TokenCalibration
     # Virtual keys: issue, list, revoke, resolve (None without CONTEXTGATE_MASTER_KEY).
     keys: KeyService | None = None
     # One Redis client shared by the limits and the memory locks (None: no CONTEXTGATE_REDIS_URL).

@@ -152,13 +152,18 @@ async def prepare_memory(
     resolved: ResolvedConversation,
     new: list[ConversationMessage],
     budget: TokenBudget,
+    *,
+    rewrite: bool = True,
 ) -> MemoryContext:
     """``budget`` has the system prompt and current turn counted (measure_turn); what memory
-    takes is reserved in it by the caller (``reserved_tokens``)."""
+    takes is reserved in it by the caller (``reserved_tokens``). ``rewrite``: the prompt is
+    assembled anew (a rebase): compaction may run and the bundle is rebuilt. Without it the
+    prompt owner keeps the previous prompt, bundle included, and only the new user message's
+    per-turn block is made."""
     request = context.request
     memory = MemoryContext(mode=request.context.memory_injection)
     conversation = resolved.conversation
-    if conversation is not None and conversation.message_count:
+    if rewrite and conversation is not None and conversation.message_count:
         await _compaction_and_bundle(state, context, session, resolved, new, budget, memory)
     user_texts = [text_of(m.content) for m in new if m.role == "user"]
     wanted = request.context.memory and request.user

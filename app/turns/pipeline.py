@@ -7,29 +7,29 @@ log, in one write transaction.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.attachments.service import attachment_service
-from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, assemble
-from app.context.breakpoints import keep_client_breakpoints
+import orjson
+
+from app.context.assembler import AssembledContext
 from app.context.budget import BudgetPolicy, TokenBudget, count_tools, input_budget
 from app.context.cache_fit import annotate as annotate_cache
-from app.context.cache_hints import (
-    add_cache_hints,
-    client_marked_cache,
-    is_anthropic_model,
-    provider_cache_usage,
-)
+from app.context.cache_hints import is_anthropic_model, provider_cache_usage
 from app.context.cache_policy import CachePolicy, CacheState, cache_policy
-from app.context.engine import apply_context_engine
-from app.context.metadata import ContextUtilization, CostInfo
-from app.context.seal import seal_assembled
+from app.context.metadata import (
+    ArtifactOutcome,
+    ContextUtilization,
+    CostInfo,
+    TokenCalibrationStats,
+)
+from app.context.seal import LOOP_CUT_NOTE, chain_hash, seal_assembled
 from app.context.tokens import REPLY_PRIMER
 from app.conversations.fingerprint import content_hash
-from app.conversations.history import load_history_window, measure_turn
+from app.conversations.history import TurnShape, measure_turn
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
 from app.core.state import AppState
@@ -37,11 +37,32 @@ from app.db.models import new_id
 from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
-from app.memories.frozen import freeze_user_prefix, frozen_blocks, frozen_prefix_tokens
-from app.memories.hooks import prepare_memory, schedule_memory_work
+from app.memories.hooks import schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
+from app.turns.artifact_ledger import complete_artifacts
+from app.turns.assembly import (
+    Loaded,
+    answer_index,
+    build_assembly,
+    finish_memory,
+    load_assembly,
+    report_loop_clearing,
+)
+from app.turns.calibration import sample_ratio
 from app.turns.context import RecordHook, TurnContext
+from app.turns.ledger_repository import load_ledger, save_ledger
+from app.turns.loop_step import LoopStep, append_loop_step, load_loop_step
+from app.turns.marks import place_marks
 from app.turns.observe import observe_chat
+from app.turns.owner import (
+    KEPT,
+    Continuation,
+    Decision,
+    Ledger,
+    Watermarks,
+    appended,
+    decide,
+)
 from app.turns.repository import request_log_repository
 
 __all__ = ["Prepared", "prepare", "record"]
@@ -49,6 +70,35 @@ __all__ = ["Prepared", "prepare", "record"]
 _STORED_KEYS = (
     "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
 )  # fmt: skip
+
+
+@dataclass(slots=True)
+class PromptRecord:
+    """What the prompt owner keeps of this call's prompt once the answer is stored."""
+
+    epoch: int
+    own_system_hash: str
+    attachments_key: str
+    messages: list[dict[str, Any]]  # as sent, before cache marks
+    tokens: int
+    system_tokens: int
+    memory_tokens: int
+    artifacts: list[dict[str, Any]]
+
+    def ledger(self, answer: ConversationMessage, prompt_hash: str) -> Ledger:
+        return Ledger(
+            epoch=self.epoch,
+            answer_sequence=answer.sequence_number,
+            answer_tokens=answer.token_count,
+            own_system_hash=self.own_system_hash,
+            attachments_key=self.attachments_key,
+            tokens=self.tokens,
+            system_tokens=self.system_tokens,
+            memory_tokens=self.memory_tokens,
+            chain_hash=prompt_hash,
+            messages=tuple(self.messages),
+            artifacts=tuple(self.artifacts),
+        )
 
 
 @dataclass(slots=True)
@@ -66,6 +116,8 @@ class Prepared:
     prompt_hash: str | None = None  # of what goes upstream, stored with the answer (seal.py)
     # The door's provider headers (TurnContext.upstream_headers), for every upstream call.
     upstream_headers: Mapping[str, str] = field(default_factory=dict)
+    # The prompt as sent (marks aside), stored with the answer as the owner's ledger.
+    prompt: PromptRecord | None = None
 
     @property
     def conversation_id(self) -> str | None:
@@ -117,6 +169,9 @@ async def _passthrough(state: AppState, context: TurnContext) -> Prepared:
 
 
 async def prepare(state: AppState, context: TurnContext) -> Prepared:
+    """The turn's stages: read (conversation, new messages, budget, the owner's decision), then
+    either append a tool-loop step to the kept prompt or assemble (a rebase, or a new user turn
+    appended after the kept prompt), then seal and mark the prompt."""
     request = context.request
     if not request.context.enabled:
         return await _passthrough(state, context)
@@ -126,16 +181,26 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     ]
     own_system = await _own_system_prompt(state, context, incoming)
     hashes = [content_hash(m) for m in incoming]
+    calibration = await state.calibration.get(model)
+    provider_budget = input_budget(
+        explicit=request.context.max_input_tokens,
+        context_window=state.llm.model_info(model).max_input_tokens,
+        output_tokens_requested=request.output_tokens_requested,
+        policy=_budget_policy(state),
+    )
     budget = TokenBudget(
-        input_budget(
-            explicit=request.context.max_input_tokens,
-            context_window=state.llm.model_info(model).max_input_tokens,
-            output_tokens_requested=request.output_tokens_requested,
-            policy=_budget_policy(state),
-        ),
+        calibration.own_budget(provider_budget),
         # Sent with every call and never trimmed: counted once (cached by the tools' hash).
         tools=await count_tools(state.tokens, _tool_definitions(request), model),
     )
+    deployment = state.llm.router.find(model)
+    policy = cache_policy(
+        state.settings, request.context.cache, deployment.cache if deployment else None
+    )
+    marks = Watermarks.of(budget.total, policy)
+    own_hash = content_hash(own_system.to_openai()) if own_system is not None else ""
+    loaded: Loaded | None = None
+    step: LoopStep | None = None
     async with state.database.reading() as session:
         resolved = await conversation_service.resolve(
             session,
@@ -157,104 +222,291 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
                 incoming[resolved.new_start :], hashes[resolved.new_start :], strict=True
             )
         ]
-        # The system prompt and the current turn, counted once for every stage.
-        deployment = state.llm.router.find(model)
-        policy = cache_policy(
-            state.settings, request.context.cache, deployment.cache if deployment else None
-        )
-        stored = _stored_cache_state(resolved) if policy.enabled else None
-        shape = measure_turn(resolved, new)
+        shape = measure_turn(resolved, new)  # numbers the new messages
         budget.system, budget.current = shape.system_tokens, shape.current_tokens
         if own_system is not None:
             budget.system += own_system.token_count
-        # Compaction if due, memory bundle, long-term memories: what they take is reserved.
-        memory = await prepare_memory(state, context, session, resolved, new, budget)
-        budget.memory = memory.reserved_tokens
-        window = await load_history_window(
-            session,
-            resolved,
-            new,
-            shape=shape,
-            budget=budget,
-            chunk_tokens=state.settings.history_trim_chunk_tokens,
-            boundary_tokens=memory.boundary_tokens,
-            boundary_sequence=memory.boundary_sequence,
-            artifact_turns=0 if stored else state.settings.historical_turns,
-            cache_state=stored,
+        ledger = None
+        if policy.enabled and resolved.conversation is not None:
+            ledger = await load_ledger(session, context.caller.tenant_id, resolved.conversation_id)
+        decision = decide(
+            ledger,
+            _continuation(resolved, ledger, new, own_hash, _attachments_key(request), budget),
+            marks,
         )
-        if own_system is not None:
-            window.system.insert(0, own_system)
-        memory.frozen_tokens = frozen_prefix_tokens(state, window.current, model)
-        budget.memory += memory.frozen_tokens
-        attachments = await attachment_service.artifacts(
-            session, context.caller.tenant_id, request.attachments
+        if decision.ledger is not None and not any(m.role == "user" for m in new):
+            step = await load_loop_step(session, resolved.conversation_id, decision.ledger, new)
+        else:
+            loaded = await load_assembly(
+                state, context, session, resolved, new,
+                shape=shape, budget=budget, policy=policy, own_system=own_system,
+                rewrite=decision.rebase,
+                marks=marks if decision.rebase and ledger is not None else None,
+            )  # fmt: skip
+    if step is not None and decision.ledger is not None:
+        built = await _append_step(state, context, step, decision.ledger, budget, marks)
+    else:
+        assert loaded is not None
+        built = await _assemble(state, context, resolved, new, loaded, budget, policy, decision)
+    if built.decision.keep and built.utilization.tokens_used > marks.high:
+        # What was appended came out larger than estimated (a new turn's per-turn context).
+        built = await _rebase_after_all(
+            state, context, resolved, new, shape, own_system, budget, policy, marks, built
         )
-    # Artifacts (tool results, attachments): plan, process, rewrite the window in place.
-    engine = await apply_context_engine(
-        state, request, context.caller.tenant_id, window, budget, attachments,
-        historical_turns=0 if stored else None,
-    )  # fmt: skip
-    assembled: AssembledContext = assemble(
-        AssemblyInput(
-            model=model,
-            budget=budget,
-            system=window.system,
-            history=window.history,
-            current=window.current,
-            region_start=window.region_start,
-            region_end=window.region_end,
-            region_count=window.region_count,
-            chunk_tokens=state.settings.history_trim_chunk_tokens,
-            cache=None
-            if stored is None
-            else CacheInput(
-                policy=policy,
-                state=stored,
-                region_first=window.region_first,
-                current_first=window.current_first,
-                count=lambda message: state.tokens.count_message(message, model),
-                blocks=frozen_blocks(state, window.history, window.current, model),
-                compacted_sequence=memory.boundary_sequence,
-            ),
-        )
+    utilization = built.utilization
+    utilization.calibration = TokenCalibrationStats(
+        ratio=round(calibration.ratio, 4),
+        samples=calibration.samples,
+        provider_max_input_tokens=provider_budget,
     )
-    engine.annotate(assembled.utilization)
-    if any(message.role == "user" for message in new):
-        # Per-turn context is made for a new user message, then stays frozen with it (below):
-        # a tool-loop call resends that message as it was sent, never with a new block.
-        await memory.recall_messages(state, context, resolved, window, assembled, budget)
-    memory.apply(assembled, budget)
-    freeze_user_prefix(new, memory.user_prefix)
-    # The seal (thinking resent only after an unchanged prefix, the prompt's hash) comes before
-    # the client's and the provider's cache marks, which move every call.
-    conversation = resolved.conversation
-    newest = conversation.message_count - 1 if conversation is not None else -1
-    seal = seal_assembled(assembled, newest_sequence=newest)
-    if seal.reasoning_withheld:
+    stats = utilization.cache_stats
+    stats.rebased, stats.prompt_epoch = built.decision.rebase, built.decision.epoch
+    stats.rebase_reason = None if built.decision.keep else built.decision.reason
+    if built.withhold_reasoning:
         request = request.without_thinking(anthropic=_anthropic(state, model))
-    keep_client_breakpoints(
-        assembled.messages,
-        dict(zip(hashes, incoming, strict=True)),
-        set(hashes[resolved.new_start :]),
+        utilization.thinking_disabled = LOOP_CUT_NOTE
+    record = PromptRecord(
+        epoch=built.decision.epoch,
+        own_system_hash=own_hash,
+        attachments_key=_attachments_key(request),
+        messages=list(built.messages),  # before cache marks, which move every call
+        tokens=max(0, utilization.tokens_used - utilization.breakdown.tools - REPLY_PRIMER),
+        system_tokens=utilization.breakdown.system,
+        memory_tokens=utilization.breakdown.memory,
+        artifacts=[a.model_dump(mode="json") for a in utilization.artifacts_processed],
     )
-    head = (len(window.system), 1 if memory.bundle else 0)
-    moved = _cache_outcome(
-        state, assembled, resolved, stored, policy, request, *head, seal.previous_kept
+    place_marks(
+        built.messages,
+        incoming=incoming,
+        request_versions=dict(zip(hashes, incoming, strict=True)),
+        new_hashes=set(hashes[resolved.new_start :]),
+        tools=request.tools,
+        system_count=_leading_system(built.messages),
+        stable_end=built.stable_end,
+        provider_hints=policy.enabled and policy.cache_hints and _anthropic(state, model),
     )
     return Prepared(
         request=request,
         caller=context.caller,
         request_id=context.request_id,
         started=context.started,
-        messages=assembled.messages,
-        utilization=assembled.utilization,
+        messages=built.messages,
+        utilization=utilization,
         resolved=resolved,
         new_messages=new,
         on_record=context.on_record,
-        cache_state=moved,
-        prompt_hash=seal.prompt_hash,
+        cache_state=built.cache_state,
+        prompt_hash=built.prompt_hash,
         upstream_headers=context.upstream_headers,
+        prompt=record if policy.enabled else None,
     )
+
+
+async def _rebase_after_all(
+    state: AppState,
+    context: TurnContext,
+    resolved: ResolvedConversation,
+    new: list[ConversationMessage],
+    shape: TurnShape,
+    own_system: ConversationMessage | None,
+    budget: TokenBudget,
+    policy: CachePolicy,
+    marks: Watermarks,
+    kept: _Built,
+) -> _Built:
+    """A new user turn that would pass the high-water mark once its context is added: the
+    prompt is rebased after all (the turn's block is made again for the new prompt)."""
+    assert kept.decision.ledger is not None
+    tokens = kept.utilization.tokens_used
+    reason = f"high-water mark: the prompt with the new turn would take {tokens} of {marks.budget}"
+    decision = Decision(False, reason, None, kept.decision.ledger.epoch + 1)
+    for message in new:
+        message.context_prefix = None
+    budget.system, budget.current, budget.memory = shape.system_tokens, shape.current_tokens, 0
+    if own_system is not None:
+        budget.system += own_system.token_count
+    async with state.database.reading() as session:
+        loaded = await load_assembly(
+            state, context, session, resolved, new,
+            shape=shape, budget=budget, policy=policy, own_system=own_system,
+            rewrite=True, marks=marks,
+        )  # fmt: skip
+    return await _assemble(state, context, resolved, new, loaded, budget, policy, decision)
+
+
+@dataclass(slots=True)
+class _Built:
+    """The prompt a stage built, before cache marks."""
+
+    messages: list[dict[str, Any]]
+    utilization: ContextUtilization
+    decision: Decision
+    prompt_hash: str
+    stable_end: int  # leading messages that are the previous prompt, kept
+    cache_state: CacheState | None = None
+    withhold_reasoning: bool = False
+
+
+async def _append_step(
+    state: AppState,
+    context: TurnContext,
+    step: LoopStep,
+    ledger: Ledger,
+    budget: TokenBudget,
+    marks: Watermarks,
+) -> _Built:
+    """Stage 2a: a tool-loop step appended to the kept prompt."""
+    messages, utilization = await append_loop_step(
+        state, context.request, context.caller.tenant_id, step, ledger,
+        tools_tokens=budget.tools, marks=marks,
+    )  # fmt: skip
+    kept = len(ledger.messages)
+    answer = step.tail[0]
+    _kept_prefix(utilization, previous_kept=answer.prompt_hash == ledger.chain_hash)
+    utilization.cache_stats.prefix_tokens = REPLY_PRIMER + budget.tools + ledger.tokens
+    return _Built(
+        messages,
+        utilization,
+        Decision(True, KEPT, ledger, ledger.epoch),
+        chain_hash(ledger.chain_hash, messages[kept:]),
+        stable_end=kept,
+    )
+
+
+async def _assemble(
+    state: AppState,
+    context: TurnContext,
+    resolved: ResolvedConversation,
+    new: list[ConversationMessage],
+    loaded: Loaded,
+    budget: TokenBudget,
+    policy: CachePolicy,
+    decision: Decision,
+) -> _Built:
+    """Stage 2b: the prompt assembled from storage; a kept prompt takes only its tail."""
+    request = context.request
+    assembly = await build_assembly(
+        state, context, loaded, budget=budget, policy=policy,
+        force_rebase=decision.rebase and decision.epoch > 0,
+    )  # fmt: skip
+    await finish_memory(state, context, resolved, assembly, new, budget)
+    assembled = assembly.assembled
+    utilization = assembled.utilization
+    sources = [*assembly.window.history, *assembly.window.current]
+    ledger = decision.ledger
+    if ledger is not None:
+        index = answer_index(assembled, ledger.answer_sequence)
+        if index is not None:
+            return _append_turn(state, request.model, assembled, index, ledger, budget, sources)
+        decision = Decision(
+            False, "the previous answer is not in the prompt", None, ledger.epoch + 1
+        )
+    conversation = resolved.conversation
+    newest = conversation.message_count - 1 if conversation is not None else -1
+    seal = seal_assembled(assembled, newest_sequence=newest)
+    utilization.artifacts_processed = complete_artifacts(
+        assembled.messages, utilization.artifacts_processed, sources
+    )
+    moved = None
+    if assembled.cache is not None and assembly.stored is not None:
+        annotate_cache(
+            assembled.cache,
+            utilization,
+            continuing=conversation is not None,
+            previous_kept=seal.previous_kept,
+        )
+        if assembled.cache.state != assembly.stored:
+            moved = assembled.cache.state
+    report_loop_clearing(assembly, loaded.clearing)
+    return _Built(
+        assembled.messages,
+        utilization,
+        decision,
+        seal.prompt_hash,
+        stable_end=assembled.prefix_count + (1 if assembly.memory.bundle else 0),
+        cache_state=moved,
+        withhold_reasoning=seal.reasoning_withheld,
+    )
+
+
+def _append_turn(
+    state: AppState,
+    model: str,
+    assembled: AssembledContext,
+    index: int,
+    ledger: Ledger,
+    budget: TokenBudget,
+    sources: list[ConversationMessage],
+) -> _Built:
+    """A new user turn on a kept prompt: the previous answer and what follows it (the new user
+    message with its per-turn block) appended to the ledger."""
+    tail = assembled.messages[index:]
+    messages = appended(ledger, tail)
+    utilization = assembled.utilization
+    tail_tokens = sum(state.tokens.count_message(message, model) for message in tail)
+    breakdown = utilization.breakdown
+    breakdown.system, breakdown.memory = ledger.system_tokens, ledger.memory_tokens
+    breakdown.history = ledger.tokens - ledger.system_tokens - ledger.memory_tokens
+    breakdown.current, breakdown.artifacts = tail_tokens, 0
+    utilization.tokens_used = REPLY_PRIMER + budget.tools + ledger.tokens + tail_tokens
+    utilization.messages_included = len(messages)
+    utilization.messages_excluded = 0
+    tail_calls = {m.get("tool_call_id") for m in tail if m.get("role") == "tool"}
+    planned = [
+        *(ArtifactOutcome.model_validate(a) for a in ledger.artifacts),
+        *(a for a in utilization.artifacts_processed if a.artifact_id in tail_calls),
+    ]
+    utilization.artifacts_processed = complete_artifacts(messages, planned, sources)
+    answer = next(a.message for a in assembled.anchors if a.rendered is tail[0])
+    _kept_prefix(utilization, previous_kept=answer.prompt_hash == ledger.chain_hash)
+    utilization.cache_stats.prefix_tokens = REPLY_PRIMER + budget.tools + ledger.tokens
+    return _Built(
+        messages,
+        utilization,
+        Decision(True, KEPT, ledger, ledger.epoch),
+        chain_hash(ledger.chain_hash, tail),
+        stable_end=len(ledger.messages),
+    )
+
+
+def _kept_prefix(utilization: ContextUtilization, *, previous_kept: bool) -> None:
+    stats = utilization.cache_stats
+    stats.prefix_kept = previous_kept
+    stats.cut, stats.cut_at_sequence, stats.messages_dropped = False, None, 0
+
+
+def _continuation(
+    resolved: ResolvedConversation,
+    ledger: Ledger | None,
+    new: list[ConversationMessage],
+    own_hash: str,
+    attachments_key: str,
+    budget: TokenBudget,
+) -> Continuation:
+    conversation = resolved.conversation
+    newest = conversation.message_count - 1 if conversation is not None else -1
+    return Continuation(
+        newest_sequence=newest,
+        continues_at_end=resolved.at is None or resolved.at == newest + 1,
+        own_system_hash=own_hash,
+        attachments_key=attachments_key,
+        tail_tokens=(ledger.answer_tokens if ledger else 0) + sum(m.token_count for m in new),
+        fixed_tokens=REPLY_PRIMER + budget.tools,
+    )
+
+
+def _attachments_key(request: ChatCompletionRequest) -> str:
+    if not request.attachments:
+        return ""
+    encoded = orjson.dumps([a.model_dump(mode="json") for a in request.attachments])
+    return hashlib.blake2b(encoded, digest_size=16).hexdigest()
+
+
+def _leading_system(messages: list[dict[str, Any]]) -> int:
+    count = 0
+    while count < len(messages) and messages[count].get("role") in ("system", "developer"):
+        count += 1
+    return count
 
 
 async def _own_system_prompt(
@@ -272,52 +524,12 @@ async def _own_system_prompt(
     return ConversationMessage(**message, token_count=count, stored=False)
 
 
-def _stored_cache_state(resolved: ResolvedConversation) -> CacheState:
-    conversation = resolved.conversation
-    if conversation is None:
-        return CacheState()
-    return CacheState(
-        conversation.cache_cut_sequence or 0,
-        conversation.cache_cut_tokens or 0,
-        conversation.cache_cleared_sequence or 0,
-        conversation.cache_prefix_floor or 0,
-    )
-
-
 def _anthropic(state: AppState, model: str) -> bool:
     """Whether the model is reached as Anthropic's (by its name or its deployment's)."""
     deployment = state.llm.router.find(model)
     if deployment is None:
         return is_anthropic_model(model)
     return is_anthropic(deployment) or is_anthropic_model(deployment.litellm_model)
-
-
-def _cache_outcome(
-    state: AppState,
-    assembled: AssembledContext,
-    resolved: ResolvedConversation,
-    stored: CacheState | None,
-    policy: CachePolicy,
-    request: ChatCompletionRequest,
-    system_count: int,
-    head_added: int,
-    previous_kept: bool | None,
-) -> CacheState | None:
-    """Report the cache-aware fit, add provider hints; the state to store if it moved."""
-    fit = assembled.cache
-    if fit is None or stored is None:
-        return None
-    annotate_cache(
-        fit,
-        assembled.utilization,
-        continuing=resolved.conversation is not None,
-        previous_kept=previous_kept,
-    )
-    if policy.cache_hints and _anthropic(state, request.model):
-        messages = assembled.messages
-        if not client_marked_cache(messages, request.tools):
-            add_cache_hints(messages, system_count, assembled.prefix_count + head_added)
-    return fit.state if fit.state != stored else None
 
 
 def answer_message(
@@ -365,8 +577,20 @@ async def record(
                 prompt_tokens=usage.prompt_tokens if usage else None,
                 cache_state=prepared.cache_state,
             )
+            if prepared.prompt is not None and prepared.prompt_hash is not None:
+                await save_ledger(
+                    session,
+                    prepared.caller.tenant_id,
+                    resolved.conversation_id,
+                    prepared.prompt.ledger(answer, prepared.prompt_hash),
+                )
             if prepared.on_record is not None:
                 await prepared.on_record(session, prepared, answer, usage)
+        sample = sample_ratio(
+            prepared.utilization.tokens_used, usage.prompt_tokens if usage else None
+        )
+        if sample is not None and answer is not None:
+            await state.calibration.record(session, request.model, sample)
         await request_log_repository.insert(
             session,
             {

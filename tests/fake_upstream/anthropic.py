@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from .responses import ECHO_LIMIT, split_words
+from .responses import ECHO_LIMIT, TOKEN_SCALE, split_words
 
 SECRET = b"fake-anthropic-signing-key"
 _CALL_TOOL = re.compile(r"CALL_TOOL:([A-Za-z0-9_.\-]+):([^\r\n]*)")
@@ -230,10 +230,13 @@ def _prefix_until_last_breakpoint(body: dict[str, Any]) -> list[Any]:
 
 
 def usage(body: dict[str, Any], reply: Reply, seen_prefixes: set[str]) -> dict[str, int]:
-    total = (
-        _tokens(body.get("messages"))
-        + _tokens(body.get("system") or "")
-        + _tokens(body.get("tools") or [])
+    total = round(
+        (
+            _tokens(body.get("messages"))
+            + _tokens(body.get("system") or "")
+            + _tokens(body.get("tools") or [])
+        )
+        * TOKEN_SCALE
     )
     prefix = _prefix_until_last_breakpoint(body)
     cached = min(_tokens(prefix), total) if prefix else 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import os
 import re
 import struct
 from dataclasses import dataclass, field
@@ -12,10 +13,14 @@ from typing import Any
 
 import orjson
 
+from app.context.tokens import TokenCounter
+
 CREATED = 1_700_000_000  # fixed so that every answer is byte-for-byte reproducible
 FINGERPRINT = "fp_fake"
 MODELS = ("fake-model", "gpt-4o-mini", "fake-planner", "fake-summarizer", "fake-embed")
 ECHO_LIMIT = 200
+TOKEN_SCALE = float(os.environ.get("FAKE_UPSTREAM_TOKEN_SCALE") or 1.0)
+_COUNTER = TokenCounter()
 EMBED_DIM = 64
 
 _CALL_TOOL = re.compile(r"CALL_TOOL:([A-Za-z0-9_.\-]+):([^\r\n]*)")
@@ -83,8 +88,20 @@ def completion_tokens(answer: Answer) -> int:
     return len(answer.content or "") // 4 + 1
 
 
+def provider_prompt_tokens(body: dict[str, Any]) -> int:
+    """What an OpenAI-shaped provider bills as prompt tokens: the messages and the tool
+    definitions, counted with OpenAI's tokenizer (the one contextgate counts with, so the ratio
+    is 1.0), times ``FAKE_UPSTREAM_TOKEN_SCALE`` to stand in for another provider's tokenizer
+    (Claude's runs 20-35% above tiktoken)."""
+    model = str(body.get("model") or "gpt-4o-mini")
+    total = _COUNTER.count_messages(body.get("messages") or [], model)
+    if body.get("tools"):
+        total += _COUNTER.count_text(orjson.dumps(body["tools"]).decode(), model)
+    return round(total * TOKEN_SCALE)
+
+
 def usage(body: dict[str, Any], answer: Answer) -> dict[str, int]:
-    prompt = prompt_tokens(body.get("messages") or [])
+    prompt = provider_prompt_tokens(body)
     completion = completion_tokens(answer)
     return {
         "prompt_tokens": prompt,

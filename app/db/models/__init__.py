@@ -8,6 +8,7 @@ from app.db.models.idempotency import IdempotencyRecord
 from app.db.models.memory import Memory
 from app.db.models.message import Message
 from app.db.models.message_vector import MessageVector
+from app.db.models.prompt_ledger import PromptLedgerRow, TokenCalibrationRow
 from app.db.models.request_log import RequestLog
 from app.db.models.response import ResponseRecord
 from app.db.models.summary import ConversationSummaryRow
@@ -23,8 +24,10 @@ __all__ = [
     "Memory",
     "Message",
     "MessageVector",
+    "PromptLedgerRow",
     "RequestLog",
     "ResponseRecord",
+    "TokenCalibrationRow",
     "UiSession",
     "new_id",
     "utcnow",

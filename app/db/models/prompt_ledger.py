@@ -1,0 +1,52 @@
+"""The prompt a conversation's last call sent, kept by the prompt owner (app/turns/owner.py).
+
+One row per conversation: the messages exactly as sent (provider cache marks aside), what they
+cost in tokens, and which stored answer they produced. The next call appends to them until a
+rebase; nothing here is needed to rebuild the history, which stays in ``messages``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, LargeBinary, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.models.base import Base, utcnow
+
+__all__ = ["PromptLedgerRow", "TokenCalibrationRow"]
+
+
+class PromptLedgerRow(Base):
+    __tablename__ = "prompt_ledgers"
+
+    conversation_id: Mapped[str] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    tenant_id: Mapped[str] = mapped_column(String(64))
+    epoch: Mapped[int] = mapped_column(default=0)  # rebases so far
+    # The stored answer this prompt produced: the next call continues after it.
+    answer_sequence: Mapped[int]
+    answer_tokens: Mapped[int] = mapped_column(default=0)
+    # What the client controls outside the stored conversation and may change between calls.
+    own_system_hash: Mapped[str] = mapped_column(String(32), default="")
+    attachments_key: Mapped[str] = mapped_column(String(32), default="")
+    tokens: Mapped[int] = mapped_column(default=0)  # contextgate's count of the messages
+    system_tokens: Mapped[int] = mapped_column(default=0)
+    memory_tokens: Mapped[int] = mapped_column(default=0)
+    chain_hash: Mapped[str] = mapped_column(String(32), default="")  # seal.py's, after them
+    # orjson: the messages as sent, and the artifact outcomes in force for them.
+    messages: Mapped[bytes] = mapped_column(LargeBinary)
+    artifacts: Mapped[bytes] = mapped_column(LargeBinary)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class TokenCalibrationRow(Base):
+    """Per model: upstream-reported prompt tokens / contextgate's count of the same prompt."""
+
+    __tablename__ = "token_calibration"
+
+    model: Mapped[str] = mapped_column(String(200), primary_key=True)
+    ratio: Mapped[float] = mapped_column(default=1.0)
+    samples: Mapped[int] = mapped_column(default=0)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)

@@ -1,0 +1,64 @@
+"""``artifacts_processed`` covers the whole prompt (PROMPT.md invariant 9).
+
+The context engine reports the artifacts it planned on this call; every other tool result the
+prompt sends (a kept prompt's, or history sent as it is) is listed too, with the strategy in
+force for it: ``include_full`` when sent as stored, ``exclude`` when a placeholder stands in.
+Its source names where it lives: ``history:msg_12:tool:get_weather``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.context.metadata import ArtifactOutcome
+from app.context.tokens import text_of
+from app.conversations.messages import ConversationMessage
+
+__all__ = ["complete_artifacts"]
+
+PLACEHOLDER_START = "[contextgate: the result of tool"
+
+
+def _names(messages: list[dict[str, Any]]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            names[str(call.get("id"))] = str(function.get("name") or "tool")
+    return names
+
+
+def complete_artifacts(
+    messages: list[dict[str, Any]],
+    planned: list[ArtifactOutcome],
+    sources: list[ConversationMessage],
+) -> list[ArtifactOutcome]:
+    """``planned`` plus an outcome for every other tool result in ``messages``; ``sources``:
+    the stored messages the prompt may come from (for their raw size and sequence)."""
+    listed = {outcome.artifact_id for outcome in planned}
+    by_call = {str(m.tool_call_id): m for m in sources if m.role == "tool" and m.tool_call_id}
+    names = _names(messages)
+    extra: list[ArtifactOutcome] = []
+    for message in messages:
+        call_id = message.get("tool_call_id")
+        if message.get("role") != "tool" or not call_id or call_id in listed:
+            continue
+        listed.add(call_id)
+        sent = text_of(message.get("content"))
+        source = by_call.get(call_id)
+        original = len(text_of(source.content)) if source is not None else len(sent)
+        sequence = source.sequence_number if source is not None else None
+        name = names.get(call_id, message.get("name") or "tool")
+        where = f"history:msg_{sequence}:" if sequence is not None else "history:"
+        cleared = sent.startswith(PLACEHOLDER_START)
+        extra.append(
+            ArtifactOutcome(
+                artifact_id=call_id,
+                source=f"{where}tool:{name}",
+                artifact_type="tool_result",
+                strategy="exclude" if cleared else "include_full",
+                original_size_chars=original,
+                processed_size_chars=len(sent),
+            )
+        )
+    return [*planned, *extra]

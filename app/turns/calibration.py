@@ -1,0 +1,113 @@
+"""The provider's tokens: per model, the ratio between what the upstream reports and our count.
+
+Budgets are in the provider's tokens (a 200k Claude window is 200k of Anthropic's tokens), but
+contextgate counts with tiktoken, which runs 20-35% below Claude's tokenizer. Every response's
+usage is a sample: reported prompt tokens / our count of the same prompt. The running estimate
+lives in the database (``token_calibration``), so workers and replicas share it; each process
+keeps a copy for ``refresh_s`` seconds and folds its samples in with one UPDATE. Every budget
+decision divides the provider's budget by the ratio (``own_budget``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import case, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.database import Database
+from app.db.models import TokenCalibrationRow
+
+__all__ = ["Calibration", "TokenCalibration"]
+
+logger = logging.getLogger(__name__)
+
+MIN_SAMPLE_TOKENS = 1000  # below this, fixed provider overheads dominate the ratio
+RATIO_RANGE = (0.5, 3.0)  # a sample outside it is a miscount, not a tokenizer
+WARMUP_SAMPLES = 5  # the first samples are averaged; then an exponential moving average
+ALPHA = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    ratio: float = 1.0
+    samples: int = 0
+
+    def own_budget(self, provider_tokens: int) -> int:
+        """A budget in the provider's tokens, in contextgate's own count."""
+        return max(1, int(provider_tokens / self.ratio))
+
+
+def sample_ratio(own_tokens: int, reported_tokens: int | None) -> float | None:
+    """One response's ratio, or None when it says nothing reliable."""
+    if not reported_tokens or own_tokens < MIN_SAMPLE_TOKENS:
+        return None
+    ratio = reported_tokens / own_tokens
+    low, high = RATIO_RANGE
+    return ratio if low <= ratio <= high else None
+
+
+def folded(current: Calibration, sample: float) -> Calibration:
+    """The estimate after one more sample (the same rule as the UPDATE in ``record``)."""
+    alpha = 1 / (current.samples + 1) if current.samples < WARMUP_SAMPLES else ALPHA
+    return Calibration(current.ratio + (sample - current.ratio) * alpha, current.samples + 1)
+
+
+class TokenCalibration:
+    def __init__(self, database: Database, *, refresh_s: float = 5.0) -> None:
+        self.database = database
+        self.refresh_s = refresh_s
+        self._known: dict[str, tuple[float, Calibration]] = {}
+
+    async def get(self, model: str) -> Calibration:
+        """The model's ratio, read from the database at most every ``refresh_s`` seconds."""
+        now = time.monotonic()
+        known = self._known.get(model)
+        if known is not None and now - known[0] < self.refresh_s:
+            return known[1]
+        try:
+            async with self.database.reading() as session:
+                row = await session.get(TokenCalibrationRow, model)
+        except Exception:  # the ratio only sharpens budgets: never fail a request for it
+            logger.warning("token calibration could not be read", exc_info=True)
+            return known[1] if known else Calibration()
+        value = Calibration(row.ratio, row.samples) if row is not None else Calibration()
+        self._known[model] = (now, value)
+        return value
+
+    async def record(self, session: AsyncSession, model: str, sample: float) -> None:
+        """Fold one sample into the shared estimate (in the caller's write transaction)."""
+        column = TokenCalibrationRow
+        warm = column.samples < WARMUP_SAMPLES
+        alpha = case((warm, 1.0 / (column.samples + 1)), else_=ALPHA)
+        result = await session.execute(
+            update(column)
+            .where(column.model == model)
+            .values(
+                ratio=column.ratio + (sample - column.ratio) * alpha, samples=column.samples + 1
+            )
+        )
+        if result.rowcount == 0:  # type: ignore[attr-defined]
+            insert = pg_insert if not self.database.is_sqlite else sqlite_insert
+            await session.execute(
+                insert(column)
+                .values(model=model, ratio=sample, samples=1)
+                .on_conflict_do_nothing(index_elements=["model"])
+            )
+        known = self._known.get(model)
+        if known is not None:  # this process sees its own sample at once
+            self._known[model] = (known[0], folded(known[1], sample))
+
+    async def stored(self, model: str) -> Calibration:
+        """The shared estimate as stored now (for tests and the inspector)."""
+        async with self.database.reading() as session:
+            row = (
+                await session.execute(
+                    select(TokenCalibrationRow).where(TokenCalibrationRow.model == model)
+                )
+            ).scalar_one_or_none()
+        return Calibration(row.ratio, row.samples) if row is not None else Calibration()

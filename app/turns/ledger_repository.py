@@ -1,0 +1,63 @@
+"""The prompt owner's SQL: one ledger row per conversation, read and upserted once a call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import PromptLedgerRow, utcnow
+from app.turns.owner import Ledger
+
+__all__ = ["load_ledger", "save_ledger"]
+
+_COLUMNS = (
+    "epoch", "answer_sequence", "answer_tokens", "own_system_hash", "attachments_key", "tokens",
+    "system_tokens", "memory_tokens", "chain_hash",
+)  # fmt: skip
+
+
+async def load_ledger(session: AsyncSession, tenant_id: str, conversation_id: str) -> Ledger | None:
+    row = (
+        await session.execute(
+            select(PromptLedgerRow).where(
+                PromptLedgerRow.conversation_id == conversation_id,
+                PromptLedgerRow.tenant_id == tenant_id,
+            )
+        )
+    ).scalar_one_or_none()
+    if row is None:
+        return None
+    return Ledger(
+        **{name: getattr(row, name) for name in _COLUMNS},
+        messages=tuple(orjson.loads(row.messages)),
+        artifacts=tuple(orjson.loads(row.artifacts)),
+    )
+
+
+async def save_ledger(
+    session: AsyncSession,
+    tenant_id: str,
+    conversation_id: str,
+    ledger: Ledger,
+    *,
+    encoded_messages: bytes | None = None,
+) -> None:
+    """Upsert the conversation's ledger (one statement). ``encoded_messages``: the messages
+    already encoded as orjson, when the caller has them."""
+    values: dict[str, Any] = {name: getattr(ledger, name) for name in _COLUMNS}
+    values["messages"] = encoded_messages or orjson.dumps(list(ledger.messages))
+    values["artifacts"] = orjson.dumps(list(ledger.artifacts))
+    dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    statement = insert(PromptLedgerRow).values(
+        conversation_id=conversation_id, tenant_id=tenant_id, **values
+    )
+    values["updated_at"] = utcnow()
+    await session.execute(
+        statement.on_conflict_do_update(index_elements=["conversation_id"], set_=values)
+    )

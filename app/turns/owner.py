@@ -1,0 +1,107 @@
+"""The prompt's single owner: append-only between rebases (PROMPT.md, ARCHITECTURE.md §6).
+
+The owner keeps the prompt a conversation's last call sent (its ``Ledger``: the messages as
+sent, provider cache marks aside). The rule, written once here:
+
+- **keep**: the next call sends the ledger's messages byte for byte, then what is new (the
+  previous answer, the new tool results or user message, each processed once as it enters);
+- **rebase**: only when keeping is impossible or the next prompt would pass the high-water mark
+  of the budget (in the provider's tokens, calibrated). Then the prompt is assembled anew down
+  to the low-water mark, and every pending change (compaction summaries, cleared or re-planned
+  tool results, a new memory bundle) lands in that one rewrite.
+
+Components that want earlier content changed (planner, compaction, memory, recall, clearing)
+never touch a kept prompt: their work is what the next rebase assembles. ``decide`` is pure;
+the pipeline (app/turns/pipeline.py) loads the ledger, asks, and stores the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.context.cache_policy import CachePolicy
+
+__all__ = ["Continuation", "Decision", "Ledger", "Watermarks", "appended", "decide"]
+
+KEPT = "kept"
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """The prompt last sent for a conversation, and what it answered."""
+
+    epoch: int
+    answer_sequence: int  # the stored answer this prompt produced
+    answer_tokens: int  # its tokens: the next call appends it
+    own_system_hash: str
+    attachments_key: str
+    tokens: int  # contextgate's count of ``messages``
+    system_tokens: int
+    memory_tokens: int
+    chain_hash: str  # the seal's hash after ``messages`` (app/context/seal.py)
+    messages: tuple[dict[str, Any], ...]
+    artifacts: tuple[dict[str, Any], ...]  # the ArtifactOutcome of each artifact in the prompt
+
+
+@dataclass(frozen=True, slots=True)
+class Watermarks:
+    """The budget and its marks, all in contextgate's own (calibrated) tokens."""
+
+    budget: int
+    high: int
+    low: int
+
+    @classmethod
+    def of(cls, budget: int, policy: CachePolicy) -> Watermarks:
+        high = max(1, int(budget * policy.high_water_ratio))
+        low = max(1, int(budget * min(policy.low_water_ratio, policy.high_water_ratio)))
+        return cls(budget, high, low)
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """What this call brings after the conversation's stored messages."""
+
+    newest_sequence: int  # the newest stored message (-1: none)
+    continues_at_end: bool  # False: a branch, or the client rewrote stored history
+    own_system_hash: str
+    attachments_key: str
+    tail_tokens: int  # the previous answer and the new messages, raw
+    fixed_tokens: int  # sent beside the messages every call: tools, the reply primer
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    keep: bool
+    reason: str  # KEPT, or why this call rebases
+    ledger: Ledger | None  # the ledger kept (None on a rebase)
+    epoch: int  # the epoch of the prompt this call sends
+
+    @property
+    def rebase(self) -> bool:
+        return not self.keep
+
+
+def decide(ledger: Ledger | None, call: Continuation, marks: Watermarks) -> Decision:
+    """Keep the ledger and append, or rebase (and why)."""
+    if ledger is None:
+        return Decision(False, "first prompt of this conversation", None, 0)
+    epoch = ledger.epoch + 1
+    if not call.continues_at_end or ledger.answer_sequence != call.newest_sequence:
+        return Decision(False, "the conversation continued from another point", None, epoch)
+    if call.own_system_hash != ledger.own_system_hash:
+        return Decision(False, "the client's system prompt changed", None, epoch)
+    if call.attachments_key != ledger.attachments_key:
+        return Decision(False, "the request's attachments changed", None, epoch)
+    size = ledger.tokens + call.tail_tokens + call.fixed_tokens
+    if size > marks.high:
+        reason = f"high-water mark: the next prompt would take {size} of {marks.budget} tokens"
+        return Decision(False, reason, None, epoch)
+    return Decision(True, KEPT, ledger, ledger.epoch)
+
+
+def appended(ledger: Ledger, tail: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The only way a kept prompt grows: the ledger's messages as they are, then the tail."""
+    return [*ledger.messages, *tail]
