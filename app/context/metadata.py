@@ -57,6 +57,9 @@ class ArtifactOutcome(BaseModel):
     original_size_chars: int
     processed_size_chars: int
     cache_hit: bool = False
+    # Decided on an earlier call and sent as it was then (the prompt owner keeps decisions
+    # until a rebase), or sent as stored history: listed so the ledger covers the prompt.
+    carried: bool = False
     # The document's title or the tool's name, for people reading the report (not in the contract).
     title: str | None = None
 

@@ -104,6 +104,16 @@ ARTIFACTS = Counter(
     "Artifacts processed, by strategy (include_full, summarize, rag_extract, exclude).",
     ["strategy"],
 )
+PROMPT_REBASES = Counter(
+    "contextgate_prompt_rebases",
+    "Prompts rewritten by the prompt owner (the rest kept the previous prompt as their prefix).",
+    ["model"],
+)
+THINKING_DISABLED = Counter(
+    "contextgate_thinking_disabled",
+    "Calls on which the client's extended thinking had to be switched off (a last resort).",
+    ["model"],
+)
 COST = Counter(
     "contextgate_cost_usd",
     "Cost in USD, by model and kind (prompt, completion, planning).",
@@ -169,11 +179,17 @@ def record_chat(
     saved = max(full_context_tokens - (parts.system + parts.history + parts.current), 0)
     chars_saved = 0
     for artifact in utilization.artifacts_processed:
+        if artifact.carried:  # decided on an earlier call, counted then
+            continue
         ARTIFACTS.labels(str(artifact.strategy)).inc()
         chars_saved += max(artifact.original_size_chars - artifact.processed_size_chars, 0)
     compaction = utilization.compaction or {}
     compacted = max(_int(compaction.get("tokens_before")) - _int(compaction.get("tokens_after")), 0)
     TOKENS_SAVED.labels(model).inc(saved + chars_saved // 4 + compacted)
+    if utilization.cache_stats.rebased:
+        PROMPT_REBASES.labels(model).inc()
+    if utilization.thinking_disabled:
+        THINKING_DISABLED.labels(model).inc()
     if utilization.llm_planning_used:
         PLANNER_CALLS.labels(model).inc()
     notes = [str(note).lower() for note in utilization.notes]

@@ -105,6 +105,8 @@ class RequestView:
     compaction: dict[str, Any] | None
     memories_injected: list[dict[str, Any]]
     notes: list[str]
+    # Extended thinking switched off for this call (a last resort), and why.
+    thinking_disabled: str | None = None
     # The planner's decision (planner, reason, model, reasoning, decisions, cost), if any.
     planner_decision: dict[str, Any] | None = None
     # Width of this request's bar relative to the largest request of its conversation.
@@ -145,6 +147,7 @@ class PromptCacheView:
     cleared_now: list[dict[str, Any]]
     cached_tokens: int
     cache_write_tokens: int
+    rebase_reason: str | None = None  # the prompt owner rewrote the prompt, and why
 
 
 def prompt_cache_view(cache: dict[str, Any]) -> PromptCacheView | None:
@@ -162,6 +165,7 @@ def prompt_cache_view(cache: dict[str, Any]) -> PromptCacheView | None:
         cleared_now=[c for c in cache.get("cleared_now") or [] if isinstance(c, dict)],
         cached_tokens=_int(cache.get("cached_tokens")),
         cache_write_tokens=_int(cache.get("cache_write_tokens")),
+        rebase_reason=str(cache["rebase_reason"]) if cache.get("rebase_reason") else None,
     )
 
 
@@ -272,6 +276,9 @@ def request_view(row: RequestLog) -> RequestView:
         compaction=utilization.get("compaction") or None,
         memories_injected=list(utilization.get("memories_injected") or []),
         notes=[str(note) for note in utilization.get("notes") or []],
+        thinking_disabled=str(utilization["thinking_disabled"])
+        if utilization.get("thinking_disabled")
+        else None,
         planner_decision=_planner_decision(utilization, artifacts),
     )
 

@@ -1,8 +1,11 @@
 """After the turn is stored: background compaction and memory extraction, as they are due.
 
-Compaction runs when the upstream reported prompt tokens above compaction_ratio x input budget
-(per request, per model, or the default); it only tries the conversation's lock and skips when
-another compaction holds it. Extraction runs per mode (every_turn, periodic, off) for requests
+Compaction prepares its summaries when a rebase of the prompt is near: the upstream reported
+prompt tokens above compaction_ratio (per request, per model, or the default: 0.8) of the
+high-water mark (``cache_high_water_ratio`` of the budget, in the provider's tokens). The summaries wait in
+the conversation until the prompt owner's next rebase puts them in the prompt (app/turns/
+owner.py): a kept prompt is never rewritten by compaction. It only tries the conversation's lock
+and skips when another compaction holds it. Extraction runs per mode (every_turn, periodic, off) for requests
 with a ``user``. Neither delays the answer, and a failure of either is logged, never raised.
 """
 
@@ -55,7 +58,10 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
     budget = prepared.utilization.max_input_tokens
     model = helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
     ratio = compaction_ratio(state, request.context.compaction_ratio, request.model)
-    if usage is not None and budget and usage.prompt_tokens > ratio * budget:
+    if prepared.prompt is not None:  # the prompt owner keeps this conversation's prompt
+        ratio *= settings.cache_high_water_ratio  # a share of the mark that starts a rebase
+    provider_budget = prepared.utilization.calibration.provider_max_input_tokens or budget
+    if usage is not None and budget and usage.prompt_tokens > ratio * provider_budget:
         _spawn(
             state,
             _compact_in_background(

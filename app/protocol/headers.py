@@ -29,6 +29,12 @@ def context_headers(
         f"{HEADER_PREFIX}Memories-Injected": str(len(utilization.memories_injected)),
         f"{HEADER_PREFIX}Notes": str(len(utilization.notes)),
     }
+    stats = utilization.cache_stats
+    headers[f"{HEADER_PREFIX}Prompt-Rebased"] = str(stats.rebased).lower()
+    headers[f"{HEADER_PREFIX}Prefix-Kept"] = str(stats.prefix_kept).lower()
+    if utilization.thinking_disabled:
+        # The client asked for extended thinking and this call went without it (last resort).
+        headers[f"{HEADER_PREFIX}Thinking"] = "disabled"
     if conversation_id:
         headers["X-Conversation-Id"] = conversation_id
         headers[f"{HEADER_PREFIX}Conversation-Id"] = conversation_id

@@ -59,6 +59,7 @@ def complete_artifacts(
                 strategy="exclude" if cleared else "include_full",
                 original_size_chars=original,
                 processed_size_chars=len(sent),
+                carried=True,
             )
         )
     return [*planned, *extra]

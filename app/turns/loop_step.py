@@ -97,7 +97,7 @@ async def append_loop_step(
     )
     engine.annotate(utilization)
     utilization.artifacts_processed = [
-        *(ArtifactOutcome.model_validate(a) for a in ledger.artifacts),
+        *(ArtifactOutcome.model_validate(a | {"carried": True}) for a in ledger.artifacts),
         *utilization.artifacts_processed,
     ]
     messages = appended(ledger, tail)

@@ -453,7 +453,7 @@ def _append_turn(
     utilization.messages_excluded = 0
     tail_calls = {m.get("tool_call_id") for m in tail if m.get("role") == "tool"}
     planned = [
-        *(ArtifactOutcome.model_validate(a) for a in ledger.artifacts),
+        *(ArtifactOutcome.model_validate(a | {"carried": True}) for a in ledger.artifacts),
         *(a for a in utilization.artifacts_processed if a.artifact_id in tail_calls),
     ]
     utilization.artifacts_processed = complete_artifacts(messages, planned, sources)

@@ -1,4 +1,5 @@
-"""The prompt seal: thinking is resent only after an unchanged prefix, and prefix_kept is a fact.
+"""The prompt seal: a chained hash of each prompt, prefix_kept as a fact, and thinking resent
+even after a rebase edited what precedes it (signatures cover the thinking text only).
 
 Each "call" below renders the stored messages as the assembler does, seals the prompt, and
 stores the hash with the answer, as the pipeline does; the next call checks against it.
@@ -10,7 +11,13 @@ from typing import Any
 
 from app.context.metadata import ContextUtilization
 from app.context.reasoning import render_messages
-from app.context.seal import EDITED_BEFORE_THINKING_NOTE, Anchor, SealResult, seal_prompt
+from app.context.seal import (
+    EDITED_BEFORE_THINKING_NOTE,
+    Anchor,
+    SealResult,
+    chain_hash,
+    seal_prompt,
+)
 from app.conversations.messages import ConversationMessage
 
 THINKING = [{"type": "thinking", "thinking": "I should look", "signature": "sig-1"}]
@@ -69,25 +76,25 @@ def test_an_unchanged_prefix_resends_the_thinking_and_keeps_the_previous_prompt(
     assert [m.get("thinking_blocks") for m in rendered[2::2]] == [THINKING, THINKING]
 
 
-def test_an_edit_before_a_resent_thinking_block_withholds_the_loops_reasoning() -> None:
+def test_an_edit_before_a_resent_thinking_block_keeps_the_reasoning_and_says_so() -> None:
     stored = loop_so_far()
     _, seal, _ = call(stored)
     stored = answered(stored, seal, thinking_blocks=THINKING, tool_calls=tool_call("c2"))
     stored.append(message(5, "tool", "more output", tool_call_id="c2"))
-    # the first tool result, before answer 2's thinking, is sent summarized this time
-    rendered, seal, utilization = call(stored, edit={3: "[summary of the grep output]"})
-    assert seal.reasoning_withheld is True
-    assert all("thinking_blocks" not in m for m in rendered)
+    # a rebase cleared the first tool result, before answer 2's thinking
+    rendered, seal, utilization = call(stored, edit={3: "[cleared]"})
+    assert seal.reasoning_withheld is False
+    assert [m.get("thinking_blocks") for m in rendered[2::2]] == [THINKING, THINKING]
     assert utilization.notes == [EDITED_BEFORE_THINKING_NOTE.format(index=4)]
     assert seal.previous_kept is False
 
 
-def test_an_edit_before_the_loop_withholds_it_too_and_the_hash_is_of_what_is_sent() -> None:
+def test_an_edit_before_the_loop_keeps_it_and_the_hash_is_of_what_is_sent() -> None:
     stored = loop_so_far()
     _, unchanged, _ = call(stored)
     rendered, edited, _ = call(stored, edit={0: "You are verbose."})
-    assert edited.reasoning_withheld is True
-    assert "thinking_blocks" not in rendered[2]
+    assert edited.reasoning_withheld is False
+    assert rendered[2]["thinking_blocks"] == THINKING
     assert edited.prompt_hash != unchanged.prompt_hash
     again, same, _ = call(stored, edit={0: "You are verbose."})
     assert same.prompt_hash == edited.prompt_hash
@@ -116,3 +123,22 @@ def test_answers_without_a_hash_keep_the_previous_behaviour() -> None:
     assert seal.previous_kept is None
     assert seal.reasoning_withheld is False
     assert utilization.notes == []
+
+
+def test_the_hash_chains_so_a_kept_prompt_extends_its_hash_without_rehashing() -> None:
+    stored = loop_so_far()
+    rendered, seal, _ = call(stored)
+    assert seal.prompt_hash == chain_hash("", rendered)
+    head = chain_hash("", rendered[:2])
+    assert chain_hash(head, rendered[2:]) == seal.prompt_hash
+    assert chain_hash("", rendered[:3]) != seal.prompt_hash
+
+
+def test_a_cut_loop_start_withholds_the_reasoning_as_the_last_resort() -> None:
+    stored = loop_so_far()[2:]  # the loop's user message did not fit: an answer comes first
+    utilization = ContextUtilization(model_name="m", strategy="simple")
+    anchors: list[Anchor] = []
+    rendered = render_messages(stored, utilization, anchors)
+    seal = seal_prompt(rendered, anchors, utilization, previous=None, loop_cut=True)
+    assert seal.reasoning_withheld is True
+    assert "thinking_blocks" not in rendered[0]

@@ -38,7 +38,11 @@ class FakeUpstream:
         latency_ms: float = 0.0,
         startup_timeout: float = 20.0,
         log_level: str = "warning",
+        token_scale: float = 1.0,
     ) -> None:
+        """``token_scale``: the provider's prompt tokens per contextgate token (1.2 or 1.35
+        stand in for Claude's tokenizer against tiktoken; FAKE_UPSTREAM_TOKEN_SCALE)."""
+        self.token_scale = token_scale
         self.host, self.latency_ms, self.startup_timeout = host, latency_ms, startup_timeout
         self.log_level = log_level
         self._requested_port = port
@@ -77,6 +81,7 @@ class FakeUpstream:
         cmd += ["--log-level", self.log_level]
         env = {
             **os.environ,
+            "FAKE_UPSTREAM_TOKEN_SCALE": str(self.token_scale),
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
             ),
