@@ -2,11 +2,12 @@
 
 Compaction prepares its summaries when a rebase of the prompt is near: the upstream reported
 prompt tokens above compaction_ratio (per request, per model, or the default: 0.8) of the
-high-water mark (``cache_high_water_ratio`` of the budget, in the provider's tokens). The summaries wait in
-the conversation until the prompt owner's next rebase puts them in the prompt (app/turns/
-owner.py): a kept prompt is never rewritten by compaction. It only tries the conversation's lock
-and skips when another compaction holds it. Extraction runs per mode (every_turn, periodic, off) for requests
-with a ``user``. Neither delays the answer, and a failure of either is logged, never raised.
+high-water mark (``cache_high_water_ratio`` of the budget, in the provider's tokens). The
+summaries wait until the prompt owner's next rebase puts them in the prompt (app/turns/
+owner.py): a kept prompt is never rewritten by compaction. Compaction only tries the
+conversation's lock and skips when another compaction holds it. Extraction runs per mode
+(every_turn, periodic, off) for requests with a ``user``. Neither delays the answer, and a
+failure of either is logged, never raised.
 """
 
 from __future__ import annotations
