@@ -25,7 +25,8 @@ def test_the_estimate_averages_first_then_moves_slowly() -> None:
     value = Calibration()
     for sample in (1.3, 1.2, 1.25):
         value = folded(value, sample)
-    assert value.ratio == pytest.approx(1.25) and value.samples == 3
+    assert value.ratio == pytest.approx(1.25)
+    assert value.samples == 3
     for _ in range(40):
         value = folded(value, 1.35)
     assert value.ratio == pytest.approx(1.35, abs=0.01)

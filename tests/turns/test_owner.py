@@ -51,13 +51,17 @@ def test_marks_follow_the_policy() -> None:
 
 def test_a_call_that_fits_keeps_the_ledger_in_its_epoch() -> None:
     decision = decide(ledger(), call(), MARKS)
-    assert decision.keep and decision.reason == KEPT
-    assert decision.epoch == 3 and decision.ledger is not None
+    assert decision.keep
+    assert decision.reason == KEPT
+    assert decision.epoch == 3
+    assert decision.ledger is not None
 
 
 def test_the_first_prompt_is_a_rebase_of_epoch_zero() -> None:
     decision = decide(None, call(newest_sequence=-1), MARKS)
-    assert decision.rebase and decision.epoch == 0 and decision.ledger is None
+    assert decision.rebase
+    assert decision.epoch == 0
+    assert decision.ledger is None
 
 
 @pytest.mark.parametrize(
@@ -72,8 +76,10 @@ def test_the_first_prompt_is_a_rebase_of_epoch_zero() -> None:
 )
 def test_only_these_rebase_and_each_says_why(change: dict[str, Any], reason: str) -> None:
     decision = decide(ledger(), call(**change), MARKS)
-    assert decision.rebase and reason in decision.reason
-    assert decision.epoch == 4 and decision.ledger is None
+    assert decision.rebase
+    assert reason in decision.reason
+    assert decision.epoch == 4
+    assert decision.ledger is None
 
 
 def test_the_high_water_mark_is_inclusive() -> None:
