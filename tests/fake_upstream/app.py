@@ -156,6 +156,8 @@ async def chat_completions(request: Request) -> Reply:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return _error(400, "'messages' must be a list.")
+    if "context_management" in body:  # Anthropic's, unknown to OpenAI's Chat Completions
+        return _error(400, "Unrecognized request argument supplied: context_management")
     model = str(body.get("model", ""))
     fault = _merge(state.pop_fault(model), directive_fault(r.last_user_text(messages)))
     delay_ms = _delay_ms(request, state, fault)
@@ -205,7 +207,7 @@ async def anthropic_messages(request: Request) -> Reply:
     if not isinstance(body, dict):
         return _json(a.error_body(400, "The request body must be a JSON object."), 400)
     try:
-        a.check(body)
+        a.check(body, request.headers.get("anthropic-beta", ""))
     except a.Invalid as exc:
         return _json(a.error_body(400, str(exc)), 400)
     model = str(body["model"])
