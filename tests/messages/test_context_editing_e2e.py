@@ -19,7 +19,7 @@ import pytest
 
 from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
-from tests.support.models import fake_model_list
+from tests.support.models import ANTHROPIC_LITELLM_MODEL, fake_model_list
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e
@@ -113,6 +113,13 @@ def _thinking_sent(body: dict[str, Any]) -> int:
     )
 
 
+def _assistant(reply: Any) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [b.model_dump(exclude_none=True) for b in reply.content],
+    }
+
+
 def _call(
     client: anthropic.Anthropic, model: str, history: list[Any], stream: bool
 ) -> tuple[Any, dict[str, Any]]:
@@ -186,10 +193,7 @@ def test_a_long_tool_loop_is_edited_by_contextgate(
         assert call.name == TOOLS_BY_STEP[step]
         nxt = TOOLS_BY_STEP[(step + 1) % STEPS]
         history += [
-            {
-                "role": "assistant",
-                "content": [b.model_dump(exclude_none=True) for b in reply.content],
-            },
+            _assistant(reply),
             {
                 "role": "user",
                 "content": [
@@ -260,3 +264,46 @@ def test_bad_edits_are_a_400_in_anthropics_envelope(
     assert "context_management" in error["error"]["message"]
     assert http.get("/v1/conversations", params={"limit": 100}).json()["data"] == before
     assert fake_upstream.requests() == []
+
+
+def test_the_tool_loops_thinking_is_kept_and_older_turns_reported(
+    client: anthropic.Anthropic, fake_upstream: FakeUpstream
+) -> None:
+    """A tool loop without user text between its calls keeps every answer's thinking (the fake
+    refuses a loop whose last answer lacks it); once the next user message comes, that whole
+    loop is one cleared thinking turn."""
+    upstream_name = ANTHROPIC_LITELLM_MODEL.removeprefix("anthropic/")
+    fake_upstream.script(
+        upstream_name,
+        [
+            {"tool_calls": [{"name": "read_file", "arguments": json.dumps({"n": n})}]}
+            for n in (1, 2)
+        ],
+    )
+    management: Any = {
+        "edits": [
+            {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+        ]
+    }
+    kwargs: Any = {
+        "model": CLAUDE, "max_tokens": 2048, "tools": TOOLS, "betas": [BETA],
+        "thinking": {"type": "enabled", "budget_tokens": 1024}, "context_management": management,
+    }  # fmt: skip
+    history: list[Any] = [{"role": "user", "content": "Read two files."}]
+    for step in range(3):
+        reply = client.beta.messages.create(messages=history, **kwargs)
+        assert reply.content[0].type == "thinking"
+        assert reply.context_management.applied_edits == []
+        assert _thinking_sent(fake_upstream.requests()[-1]["body"]) == step
+        if step == 2:
+            break
+        call = next(block for block in reply.content if block.type == "tool_use")
+        result = {"type": "tool_result", "tool_use_id": call.id, "content": "ok"}
+        history += [_assistant(reply), {"role": "user", "content": [result]}]
+    history += [_assistant(reply), {"role": "user", "content": "Thanks. Now sum them up."}]
+    reply = client.beta.messages.create(messages=history, **kwargs)
+    assert _thinking_sent(fake_upstream.requests()[-1]["body"]) == 0
+    [edit] = reply.context_management.applied_edits
+    assert edit.type == "clear_thinking_20251015"
+    assert edit.cleared_thinking_turns == 1  # three answers, one turn
+    assert edit.cleared_input_tokens > 0
