@@ -23,7 +23,7 @@ answers with Anthropic's ``context_management.applied_edits``, computed from wha
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -127,6 +127,7 @@ class Compact(_Strict):
 
 
 Edit = Annotated[ClearToolUses | ClearThinking | Compact, Field(discriminator="type")]
+E = TypeVar("E", ClearToolUses, ClearThinking, Compact)
 
 
 class ContextManagement(_Strict):
@@ -142,7 +143,7 @@ class ContextManagement(_Strict):
                 raise ValueError(f"context_management.edits: '{kind}' may appear only once")
         return self
 
-    def find(self, kind: type[Any]) -> Any:
+    def find(self, kind: type[E]) -> E | None:
         return next((edit for edit in self.edits if isinstance(edit, kind)), None)
 
 
