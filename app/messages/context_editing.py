@@ -274,7 +274,11 @@ def applied_edits(
                 }
             )
         elif isinstance(edit, ClearThinking):
-            client = [m.model_dump(exclude_none=True) for m in prepared.request.messages]
+            client = [
+                m.model_dump(exclude_none=True)
+                for m in prepared.request.messages
+                if m.role == "assistant"
+            ]
             turns, tokens = thinking_cleared(client, prepared.messages, count)
             if turns:
                 applied.append(

@@ -64,8 +64,9 @@ def _edit_report(state: AppState, management: ContextManagement | None) -> EditR
         return None
 
     def report(prepared: Prepared) -> dict[str, Any]:
+        # The client resends its older thinking on every call: each text is counted once.
         model = prepared.request.model
-        return applied_edits(management, prepared, lambda t: state.tokens.count_text(t, model))
+        return applied_edits(management, prepared, lambda t: state.tokens.count_cached(t, model))
 
     return report
 
