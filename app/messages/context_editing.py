@@ -23,7 +23,7 @@ answers with Anthropic's ``context_management.applied_edits``, computed from wha
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -35,9 +35,7 @@ if TYPE_CHECKING:
     from app.turns.pipeline import Prepared
 
 __all__ = [
-    "CLEAR_THINKING",
-    "CLEAR_TOOL_USES",
-    "COMPACT",
+    "AppliedEdits",
     "EDIT_BETAS",
     "ClearThinking",
     "ClearToolUses",
@@ -50,9 +48,6 @@ __all__ = [
     "upstream_beta",
 ]
 
-CLEAR_TOOL_USES = "clear_tool_uses_20250919"
-CLEAR_THINKING = "clear_thinking_20251015"
-COMPACT = "compact_20260112"
 # The betas that ask for these edits: contextgate does the work, so the upstream never sees them.
 EDIT_BETAS = frozenset({"context-management-2025-06-27", "compact-2026-01-12"})
 
@@ -211,6 +206,24 @@ def upstream_beta(value: str) -> str | None:
 # ---- answer: what was done, in Anthropic's words ---------------------------------------
 
 
+class ClearToolUsesApplied(TypedDict):
+    type: Literal["clear_tool_uses_20250919"]
+    cleared_tool_uses: int
+    cleared_input_tokens: int
+
+
+class ClearThinkingApplied(TypedDict):
+    type: Literal["clear_thinking_20251015"]
+    cleared_thinking_turns: int
+    cleared_input_tokens: int
+
+
+class AppliedEdits(TypedDict):
+    """Anthropic's ``context_management`` in an answer."""
+
+    applied_edits: list[ClearToolUsesApplied | ClearThinkingApplied]
+
+
 def _thinking_key(message: dict[str, Any]) -> tuple[str, ...] | str:
     """An answer by its tool call ids, else by its text (as the client and the store have it)."""
     calls = message.get("tool_calls") or []
@@ -259,16 +272,16 @@ def thinking_cleared(
 
 def applied_edits(
     management: ContextManagement, prepared: Prepared, count: Callable[[str], int]
-) -> dict[str, Any]:
+) -> AppliedEdits:
     """Anthropic's ``context_management`` for the answer: the edits that changed this prompt,
     in the request's order, with contextgate's own figures."""
     stats = prepared.utilization.cache_stats
-    applied: list[dict[str, Any]] = []
+    applied: list[ClearToolUsesApplied | ClearThinkingApplied] = []
     for edit in management.edits:
         if isinstance(edit, ClearToolUses) and stats.cleared_tool_results:
             applied.append(
                 {
-                    "type": CLEAR_TOOL_USES,
+                    "type": "clear_tool_uses_20250919",
                     "cleared_tool_uses": stats.cleared_tool_results,
                     "cleared_input_tokens": stats.cleared_tokens,
                 }
@@ -283,7 +296,7 @@ def applied_edits(
             if turns:
                 applied.append(
                     {
-                        "type": CLEAR_THINKING,
+                        "type": "clear_thinking_20251015",
                         "cleared_thinking_turns": turns,
                         "cleared_input_tokens": tokens,
                     }

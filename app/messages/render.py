@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from app.messages.context_editing import AppliedEdits
 from app.messages.errors import anthropic_error_body
 from app.messages.translate import anthropic_content, anthropic_usage, stop_reason
 
@@ -37,7 +38,7 @@ def _stop_reason(result: TurnResult) -> str:
 
 
 def message_body(
-    result: TurnResult, message_id: str, context_management: dict[str, Any] | None = None
+    result: TurnResult, message_id: str, context_management: AppliedEdits | None = None
 ) -> dict[str, Any]:
     """Anthropic's ``message`` for a finished turn, plus contextgate's fields;
     ``context_management``: the applied edits, when the request asked for context editing."""
@@ -61,7 +62,7 @@ class AnthropicStreamRenderer:
         self,
         prepared: Prepared,
         message_id: str,
-        edits: Callable[[Prepared], dict[str, Any]] | None = None,
+        edits: Callable[[Prepared], AppliedEdits] | None = None,
     ) -> None:
         self.prepared = prepared
         self.message_id = message_id

@@ -11,7 +11,7 @@ betas: contextgate does the editing itself, app/messages/context_editing.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
@@ -22,6 +22,7 @@ from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits, check_message_sizes
 from app.core.state import AppState
 from app.messages.context_editing import (
+    AppliedEdits,
     ContextManagement,
     applied_edits,
     edited_context,
@@ -55,7 +56,7 @@ def _upstream_headers(request: Request) -> dict[str, str]:
     return headers
 
 
-EditReport = Callable[[Prepared], dict[str, Any]]
+EditReport = Callable[[Prepared], AppliedEdits]
 
 
 def _edit_report(state: AppState, management: ContextManagement | None) -> EditReport | None:
@@ -63,7 +64,7 @@ def _edit_report(state: AppState, management: ContextManagement | None) -> EditR
     if management is None:
         return None
 
-    def report(prepared: Prepared) -> dict[str, Any]:
+    def report(prepared: Prepared) -> AppliedEdits:
         # The client resends its older thinking on every call: each text is counted once.
         model = prepared.request.model
         return applied_edits(management, prepared, lambda t: state.tokens.count_cached(t, model))
