@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from app.core.errors import BadRequest
 from app.llm.responses import Usage
+from app.llm.responses_items import NATIVE_BLOCK
 from app.responses.schemas import (
     ContentPart,
     FunctionCallItem,
@@ -165,7 +166,10 @@ def chat_messages(request: ResponsesRequest) -> list[dict[str, Any]]:
             summary = "".join(part.text for part in item.summary)
             if summary:
                 pending.reasoning.append(summary)
-            pending.thinking_blocks.extend(decode_reasoning(item.encrypted_content) or [])
+            blocks = decode_reasoning(item.encrypted_content)
+            if blocks is None and item.encrypted_content:  # the provider's own (native path)
+                blocks = [{"type": NATIVE_BLOCK, "item": item.model_dump(exclude_none=True)}]
+            pending.thinking_blocks.extend(blocks or [])
         elif isinstance(item, FunctionCallOutputItem):
             pending.flush(messages)
             messages.append(
