@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from app.core.errors import ContextGateError, UpstreamError
+from app.core.errors import UpstreamError
 from app.llm.client import Completion, LLMClient, StreamHandle, _litellm
 from app.llm.params import strip_control_params
 from app.llm.responses import usage_of
@@ -131,11 +131,8 @@ def native_route(deployment: Deployment, mode: NativeMode) -> bool:
 
 def native_chain(llm: LLMClient, model_name: str, settings: Settings) -> bool:
     """Whether every deployment that may serve the name (fallbacks included) goes native."""
-    try:
-        chain = llm.router.resolve(model_name)
-    except ContextGateError:
-        return False
-    return all(native_route(deployment, settings.responses_native) for deployment in chain)
+    chain = llm.router.candidates(model_name)
+    return bool(chain) and all(native_route(d, settings.responses_native) for d in chain)
 
 
 def _reasons(deployment: Deployment, request: NativeRequest) -> bool:

@@ -15,7 +15,7 @@ from app.llm.responses_items import (
     input_items,
     without_native_blocks,
 )
-from app.llm.routing import Deployment
+from app.llm.routing import Deployment, ModelRouter
 
 REASONING = {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "gAAAAB.x"}
 SEARCH = {"id": "ws_1", "type": "web_search_call", "status": "completed", "action": {}}
@@ -165,3 +165,13 @@ def test_stream_events_as_chunks() -> None:
 
 def chat_block(item: dict[str, Any]) -> dict[str, Any]:
     return {"type": NATIVE_BLOCK, "item": item}
+
+
+def test_candidates_name_the_whole_chain_without_moving_the_round_robin() -> None:
+    one, two = Deployment("m", "openai/a"), Deployment("m", "openai/b")
+    backup = Deployment("backup", "anthropic/claude")
+    router = ModelRouter([one, two, backup], fallbacks={"m": ["backup"]})
+    assert router.candidates("m") == [one, two, backup]
+    assert router.candidates("m") == [one, two, backup]
+    assert [d.litellm_model for d in router.resolve("m")][:2] == ["openai/a", "openai/b"]
+    assert router.candidates("unknown") == []
