@@ -20,8 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.core.errors import UpstreamError
@@ -62,6 +64,25 @@ _SIGNATURE_PARAMS = (
 _EXTRA_PARAMS = ("prompt_cache_key", "top_logprobs", "max_tool_calls", "prompt_cache_retention")
 # Deployments whose server answered 404/405 for /responses: the chat form for them from now on.
 _WITHOUT_RESPONSES: set[tuple[str, str]] = set()
+
+
+@cache
+def _silence_litellm_copies() -> None:
+    """litellm's stream wrapper copies events through pydantic models that do not fit its own
+    usage and content-part shapes; the warnings that says on stderr for every stream (those
+    only) are silenced, once."""
+    warnings.filterwarnings(
+        "ignore",
+        message=r"Pydantic serializer warnings:\s+PydanticSerializationUnexpectedValue\("
+        r"Expected `(ResponseAPIUsage|ContentPartDone)",
+        category=UserWarning,
+    )
+
+
+def _aresponses() -> Any:
+    """litellm's ``aresponses`` (litellm imported on first use)."""
+    _silence_litellm_copies()
+    return _litellm().aresponses
 
 
 @dataclass(slots=True)
@@ -218,7 +239,7 @@ async def native_complete(
 
     async def call(deployment: Deployment) -> NativeAnswer:
         try:
-            raw = await _litellm().aresponses(
+            raw = await _aresponses()(
                 model=deployment.litellm_model, **_kwargs(llm, deployment, request, items)
             )
         except Exception as exc:
@@ -291,9 +312,7 @@ async def native_stream(
         async def first_event() -> dict[str, Any] | None:
             kwargs = _kwargs(llm, deployment, request, items)
             try:
-                stream = await _litellm().aresponses(
-                    model=deployment.litellm_model, stream=True, **kwargs
-                )
+                stream = await _aresponses()(model=deployment.litellm_model, stream=True, **kwargs)
             except Exception as exc:
                 raise _unavailable(deployment, exc) or exc from None
             opened.append(stream.__aiter__())

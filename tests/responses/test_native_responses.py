@@ -31,6 +31,7 @@ REASONER = "o4-mini"  # litellm knows it reasons: encrypted reasoning is asked f
 NO_RESPONSES = "o3-compat"  # its server answers 404 for /responses (a fault)
 CLAUDE = "claude-fake"
 CHAT_ONLY = "fake-model"  # reached through CONTEXTGATE_UPSTREAM_BASE_URL: the chat form
+PLAIN = "gpt-4.1"  # native, but does not reason: encrypted reasoning must not be asked for
 ENCRYPTED = "reasoning.encrypted_content"
 WEATHER: Any = {
     "type": "function",
@@ -48,6 +49,7 @@ def _models(directory: Path, fake: FakeUpstream) -> Path:
     entries = [
         entry(REASONER, f"openai/{REASONER}", responses_api=True),
         entry(NO_RESPONSES, "openai/o3", responses_api=True),
+        entry(PLAIN, f"openai/{PLAIN}", responses_api=True),
         {
             "model_name": CLAUDE,
             "litellm_params": {
@@ -254,6 +256,20 @@ def test_stream_passes_typed_events_and_carries_reasoning(
     assert text == "Tool results: snow (reasoning items carried: 1)"
     carried = reasoning_of(upstream(fake_upstream)[-1]["input"])
     assert carried[0]["encrypted_content"] == reasoning["encrypted_content"]
+
+
+def test_a_model_that_does_not_reason(sdk: openai.OpenAI, fake_upstream: FakeUpstream) -> None:
+    # The fake refuses include of encrypted reasoning for it, as OpenAI does.
+    response = sdk.responses.create(model=PLAIN, input="hi", instructions="Be brief.")
+    assert [item.type for item in response.output] == ["message"]
+    assert response.output_text == "Echo: hi"
+    sent = upstream(fake_upstream)[-1]
+    assert "include" not in sent
+    assert sent["input"] == [
+        {"type": "message", "role": "system", "content": "Be brief."},
+        {"type": "message", "role": "user", "content": "hi"},
+    ]
+    assert response.instructions == "Be brief."
 
 
 def test_other_models_keep_the_chat_form(sdk: openai.OpenAI, fake_upstream: FakeUpstream) -> None:
