@@ -286,6 +286,15 @@ class NativeStream(StreamHandle):
         if not finished:
             raise incomplete_stream(self.deployment.model_name)
 
+    async def aclose(self) -> None:
+        """Stop the upstream: litellm's Responses stream has no ``aclose``; its HTTP response
+        does."""
+        response = getattr(self._rest, "response", None)
+        try:
+            await response.aclose() if response is not None else await super().aclose()
+        except Exception:  # the stream is being abandoned; nothing to save
+            logger.debug("closing the upstream Responses stream failed", exc_info=True)
+
     async def _events(self) -> AsyncIterator[dict[str, Any]]:
         if self._pending is not None:
             first, self._pending = self._pending, None

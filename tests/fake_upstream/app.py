@@ -255,7 +255,10 @@ async def responses_api(request: Request) -> Reply:
     reply = o.plan(body, n, state.next_call_id)
     if body.get("stream"):
         events = o.stream_events(body, reply, n)
-        return FakeResponse(state.hooks, events=events, delay=delay_ms / 1000)
+        chunk_delay = float(fault.get("chunk_delay_ms") or 0) / 1000
+        return FakeResponse(
+            state.hooks, events=events, delay=delay_ms / 1000, chunk_delay=chunk_delay
+        )
     payload = orjson.dumps(o.response(body, reply, n))
     return FakeResponse(state.hooks, body=payload, delay=delay_ms / 1000)
 

@@ -11,6 +11,7 @@ managed input, the hosted tools).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -256,6 +257,37 @@ def test_stream_passes_typed_events_and_carries_reasoning(
     assert text == "Tool results: snow (reasoning items carried: 1)"
     carried = reasoning_of(upstream(fake_upstream)[-1]["input"])
     assert carried[0]["encrypted_content"] == reasoning["encrypted_content"]
+
+
+def test_a_client_that_leaves_stops_the_upstream_and_keeps_the_partial(
+    server: ContextgateServer, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.faults(REASONER, [{"chunk_delay_ms": 100}])
+    words = " ".join(f"w{i}" for i in range(60))
+    body = {"model": REASONER, "input": words, "stream": True}
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        with http.stream("POST", "/responses", json=body) as response:
+            assert response.status_code == 200
+            conversation_id = response.headers["x-conversation-id"]
+            seen = 0
+            for line in response.iter_lines():
+                seen += line.startswith("event: response.output_text.delta")
+                if seen >= 3:
+                    break
+        left = time.monotonic()
+        # Bounded poll: how fast is measured in bench/, not asserted here.
+        while fake_upstream.stats()["disconnects"] < 1 and time.monotonic() - left < 10:
+            time.sleep(0.02)
+        assert fake_upstream.stats()["disconnects"] == 1
+        for _ in range(200):  # the partial answer is saved in the background
+            detail = http.get(f"/conversations/{conversation_id}").json()
+            if detail.get("message_count", 0) >= 2:
+                break
+            time.sleep(0.05)
+    answer = detail["messages"][-1]
+    assert (answer["role"], answer["status"]) == ("assistant", "incomplete")
+    assert answer["content"].startswith("Echo: w0")
+    assert answer["thinking_blocks"][0]["item"]["type"] == "reasoning"
 
 
 def test_a_model_that_does_not_reason(sdk: openai.OpenAI, fake_upstream: FakeUpstream) -> None:
