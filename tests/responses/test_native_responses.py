@@ -30,6 +30,7 @@ pytestmark = pytest.mark.e2e
 
 REASONER = "o4-mini"  # litellm knows it reasons: encrypted reasoning is asked for unprompted
 NO_RESPONSES = "o3-compat"  # its server answers 404 for /responses (a fault)
+NO_RESPONSES_STREAM = "o1-compat"  # the same, met first by a stream
 CLAUDE = "claude-fake"
 CHAT_ONLY = "fake-model"  # reached through CONTEXTGATE_UPSTREAM_BASE_URL: the chat form
 PLAIN = "gpt-4.1"  # native, but does not reason: encrypted reasoning must not be asked for
@@ -50,6 +51,7 @@ def _models(directory: Path, fake: FakeUpstream) -> Path:
     entries = [
         entry(REASONER, f"openai/{REASONER}", responses_api=True),
         entry(NO_RESPONSES, "openai/o3", responses_api=True),
+        entry(NO_RESPONSES_STREAM, "openai/o1", responses_api=True),
         entry(PLAIN, f"openai/{PLAIN}", responses_api=True),
         {
             "model_name": CLAUDE,
@@ -328,3 +330,18 @@ def test_no_responses_api_upstream_falls_back_to_the_chat_form(
         final = stream.get_final_response()
     assert final.output_text == "Echo: second"
     assert [r["path"] for r in fake_upstream.requests()] == ["/v1/chat/completions"]
+
+
+def test_a_stream_falls_back_to_the_chat_form_too(
+    sdk: openai.OpenAI, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.faults("o1", [{"status": 405, "body": "Method Not Allowed"}])
+    with sdk.responses.stream(model=NO_RESPONSES_STREAM, input="streamed") as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert final.output_text == "Echo: streamed"
+    assert kinds[-1] == "response.completed"
+    assert [r["path"] for r in fake_upstream.requests()] == [
+        "/v1/responses",
+        "/v1/chat/completions",
+    ]
