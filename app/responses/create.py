@@ -14,7 +14,7 @@ from app.core.errors import BadRequest
 from app.core.state import AppState
 from app.db.models import utcnow
 from app.keys.auth import Caller
-from app.llm.native_responses import NativeRequest
+from app.llm.native_responses import NativeRequest, native_chain
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
 from app.responses.native import NativeRenderer, client_output, native_request
@@ -44,7 +44,7 @@ async def build_turn(
     stored length the conversation must still have for the turn to go on it (TurnContext's
     ``continue_at``), else None."""
     messages = chat_messages(body)
-    params = chat_params(body)
+    params = chat_params(body, native=native_chain(state.llm, body.model, state.settings))
     at: int | None = None
     if body.previous_response_id is not None:
         if body.conversation_id is not None:

@@ -250,8 +250,10 @@ def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
     )
 
 
-def chat_params(request: ResponsesRequest) -> dict[str, Any]:
-    """The chat request's fields besides model and messages (extensions included)."""
+def chat_params(request: ResponsesRequest, *, native: bool = False) -> dict[str, Any]:
+    """The chat request's fields besides model and messages (extensions included). ``native``:
+    the turn goes to OpenAI's own Responses API, which takes a hosted tool's ``tool_choice``
+    as it is (left out of the chat form here, not refused)."""
     params: dict[str, Any] = {
         "stream": request.stream,
         "user": request.user,
@@ -266,7 +268,9 @@ def chat_params(request: ResponsesRequest) -> dict[str, Any]:
     tools = function_tools(request.tools)
     if tools:
         params["tools"] = [_chat_tool(tool) for tool in tools]
-    if request.tool_choice is not None:
+    choice_type = request.tool_choice.get("type") if isinstance(request.tool_choice, dict) else None
+    hosted_choice = native and choice_type not in (None, "function", "auto", "none", "required")
+    if request.tool_choice is not None and not hosted_choice:
         choice = _chat_tool_choice(request.tool_choice)
         if tools:  # chat APIs refuse a tool_choice (or parallel_tool_calls) without tools
             params["tool_choice"] = choice

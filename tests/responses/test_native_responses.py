@@ -211,6 +211,11 @@ def test_hosted_tools_are_passed_on(sdk: openai.OpenAI, fake_upstream: FakeUpstr
         "web_search", "file_search", "code_interpreter", "function",
     ]  # fmt: skip
     assert sent["tools"][1]["vector_store_ids"] == ["vs_docs"]
+    # A hosted tool's tool_choice goes on as it is (the chat form refuses it: a 400 there).
+    sdk.responses.create(
+        model=REASONER, input="SEARCH: more", tools=tools, tool_choice={"type": "web_search"}
+    )
+    assert upstream(fake_upstream)[-1]["tool_choice"] == {"type": "web_search"}
     # The next turn (a new user message) sends the answer's text; the earlier turn's reasoning
     # and hosted call stay stored, as only the current tool loop's are sent back.
     sdk.responses.create(model=REASONER, previous_response_id=response.id, input="thanks")
