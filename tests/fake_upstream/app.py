@@ -347,6 +347,7 @@ def create_app(latency_ms: float = 0.0) -> Starlette:
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/messages", anthropic_messages, methods=["POST"]),
         Route("/v1/responses", responses_api, methods=["POST"]),
+        Route("/openai/responses", responses_api, methods=["POST"]),  # Azure OpenAI's path
         Route("/_fake/script", script, methods=["POST"]),
         Route("/_fake/faults", faults, methods=["POST"]),
         Route("/_fake/requests", recorded, methods=["GET"]),

@@ -33,6 +33,7 @@ NO_RESPONSES = "o3-compat"  # its server answers 404 for /responses (a fault)
 NO_RESPONSES_STREAM = "o1-compat"  # the same, met first by a stream
 CLAUDE = "claude-fake"
 CHAT_ONLY = "fake-model"  # reached through CONTEXTGATE_UPSTREAM_BASE_URL: the chat form
+AZURE = "azure-o4"  # Azure OpenAI (litellm's azure provider, /openai/responses)
 PLAIN = "gpt-4.1"  # native, but does not reason: encrypted reasoning must not be asked for
 ENCRYPTED = "reasoning.encrypted_content"
 WEATHER: Any = {
@@ -53,6 +54,16 @@ def _models(directory: Path, fake: FakeUpstream) -> Path:
         entry(NO_RESPONSES, "openai/o3", responses_api=True),
         entry(NO_RESPONSES_STREAM, "openai/o1", responses_api=True),
         entry(PLAIN, f"openai/{PLAIN}", responses_api=True),
+        {
+            "model_name": AZURE,
+            "litellm_params": {
+                "model": "azure/o4-mini",
+                "api_base": fake.url,
+                "api_key": "azure-key",
+                "api_version": "2025-04-01-preview",
+            },
+            "model_info": {"responses_api": True},
+        },
         {
             "model_name": CLAUDE,
             "litellm_params": {
@@ -350,3 +361,20 @@ def test_a_stream_falls_back_to_the_chat_form_too(
         "/v1/responses",
         "/v1/chat/completions",
     ]
+
+
+def test_azure_openai_goes_native_too(sdk: openai.OpenAI, fake_upstream: FakeUpstream) -> None:
+    first = sdk.responses.create(model=AZURE, input=ASK, tools=[WEATHER])
+    call = first.output[-1]
+    assert call.type == "function_call"
+    second = sdk.responses.create(
+        model=AZURE,
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "mild"}],
+        tools=[WEATHER],
+    )
+    assert second.output_text == "Tool results: mild (reasoning items carried: 1)"
+    calls = [r for r in fake_upstream.requests() if r["path"] == "/openai/responses"]
+    assert len(calls) == 2
+    assert calls[0]["headers"]["api-key"] == "azure-key"
+    assert calls[1]["body"]["store"] is False
