@@ -1,7 +1,7 @@
 """A deterministic, fast, OpenAI-compatible fake upstream (Starlette).
 
 Endpoints: /health, /v1/models, /v1/chat/completions, /v1/embeddings, Anthropic's
-/v1/messages (anthropic.py) and the control API
+/v1/messages (anthropic.py), OpenAI's /v1/responses (openai_responses.py) and the control API
 under /_fake/ (script, faults, requests, reset, stats). See tests/fake_upstream/__init__.py.
 """
 
@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import anthropic as a
+from . import openai_responses as o
 from . import responses as r
 from .faults import HANG_SECONDS, FakeResponse, Hooks, directive_fault
 
@@ -237,6 +238,33 @@ async def anthropic_messages(request: Request) -> Reply:
     return FakeResponse(state.hooks, body=orjson.dumps(a.message(body, reply, n, used)), **common)
 
 
+async def responses_api(request: Request) -> Reply:
+    """OpenAI's Responses API (see openai_responses.py): checks, then a JSON or SSE answer."""
+    state, body, early = await _read(request)
+    if early is not None:
+        return early
+    model = str(body.get("model", ""))
+    fault = _merge(state.pop_fault(model))
+    delay_ms = _delay_ms(request, state, fault)
+    failure = _fault_response(state, fault, delay_ms, request)
+    if failure is not None:
+        return failure
+    try:
+        o.check(body)
+    except o.Invalid as exc:
+        return _json(exc.body(), exc.status)
+    n = state.next_completion()
+    reply = o.plan(body, n, state.next_call_id)
+    if body.get("stream"):
+        events = o.stream_events(body, reply, n)
+        chunk_delay = float(fault.get("chunk_delay_ms") or 0) / 1000
+        return FakeResponse(
+            state.hooks, events=events, delay=delay_ms / 1000, chunk_delay=chunk_delay
+        )
+    payload = orjson.dumps(o.response(body, reply, n))
+    return FakeResponse(state.hooks, body=payload, delay=delay_ms / 1000)
+
+
 async def embeddings(request: Request) -> Reply:
     state, body, early = await _read(request)
     if early is not None:
@@ -320,6 +348,8 @@ def create_app(latency_ms: float = 0.0) -> Starlette:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/messages", anthropic_messages, methods=["POST"]),
+        Route("/v1/responses", responses_api, methods=["POST"]),
+        Route("/openai/responses", responses_api, methods=["POST"]),  # Azure OpenAI's path
         Route("/_fake/script", script, methods=["POST"]),
         Route("/_fake/faults", faults, methods=["POST"]),
         Route("/_fake/requests", recorded, methods=["GET"]),
