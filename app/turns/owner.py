@@ -23,7 +23,15 @@ from typing import Any
 
 from app.context.cache_policy import CachePolicy
 
-__all__ = ["Continuation", "Decision", "Ledger", "Watermarks", "appended", "decide"]
+__all__ = [
+    "Continuation",
+    "Decision",
+    "Ledger",
+    "PromptRecord",
+    "Watermarks",
+    "appended",
+    "decide",
+]
 
 KEPT = "kept"
 
@@ -108,3 +116,38 @@ def decide(ledger: Ledger | None, call: Continuation, marks: Watermarks) -> Deci
 def appended(ledger: Ledger, tail: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The only way a kept prompt grows: the ledger's messages as they are, then the tail."""
     return [*ledger.messages, *tail]
+
+
+@dataclass(slots=True)
+class PromptRecord:
+    """What the prompt owner keeps of this call's prompt once the answer is stored."""
+
+    epoch: int
+    own_system_hash: str
+    attachments_key: str
+    messages: list[dict[str, Any]]  # as sent, before cache marks
+    tokens: int
+    system_tokens: int
+    memory_tokens: int
+    artifacts: list[dict[str, Any]]
+    cleared_tool_results: int = 0
+    cleared_tokens: int = 0
+    messages_excluded: int = 0
+
+    def ledger(self, answer_sequence: int, answer_tokens: int, prompt_hash: str) -> Ledger:
+        return Ledger(
+            epoch=self.epoch,
+            answer_sequence=answer_sequence,
+            answer_tokens=answer_tokens,
+            own_system_hash=self.own_system_hash,
+            attachments_key=self.attachments_key,
+            tokens=self.tokens,
+            system_tokens=self.system_tokens,
+            memory_tokens=self.memory_tokens,
+            chain_hash=prompt_hash,
+            cleared_tool_results=self.cleared_tool_results,
+            cleared_tokens=self.cleared_tokens,
+            messages_excluded=self.messages_excluded,
+            messages=tuple(self.messages),
+            artifacts=tuple(self.artifacts),
+        )
