@@ -81,6 +81,7 @@ class Continuation:
     attachments_key: str
     tail_tokens: int  # the previous answer and the new messages, raw
     fixed_tokens: int  # sent beside the messages every call: tools, the reply primer
+    asked_to_rebase: bool = False  # the client asked (``context.rebase``: its own compaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,8 @@ def decide(ledger: Ledger | None, call: Continuation, marks: Watermarks) -> Deci
     epoch = ledger.epoch + 1
     if not call.continues_at_end or ledger.answer_sequence != call.newest_sequence:
         return Decision(False, "the conversation continued from another point", None, epoch)
+    if call.asked_to_rebase:
+        return Decision(False, "the client asked for its context to be rebuilt", None, epoch)
     if call.own_system_hash != ledger.own_system_hash:
         return Decision(False, "the client's system prompt changed", None, epoch)
     if call.attachments_key != ledger.attachments_key:

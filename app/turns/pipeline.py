@@ -193,7 +193,15 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             ledger = await load_ledger(session, context.caller.tenant_id, resolved.conversation_id)
         decision = decide(
             ledger,
-            _continuation(resolved, ledger, new, own_hash, _attachments_key(request), budget),
+            _continuation(
+                resolved,
+                ledger,
+                new,
+                own_hash,
+                _attachments_key(request),
+                budget,
+                asked_to_rebase=request.context.rebase,
+            ),  # fmt: skip
             marks,
         )
         if decision.ledger is not None and not any(m.role == "user" for m in new):
@@ -276,6 +284,8 @@ def _continuation(
     own_hash: str,
     attachments_key: str,
     budget: TokenBudget,
+    *,
+    asked_to_rebase: bool,
 ) -> Continuation:
     conversation = resolved.conversation
     newest = conversation.message_count - 1 if conversation is not None else -1
@@ -286,6 +296,7 @@ def _continuation(
         attachments_key=attachments_key,
         tail_tokens=(ledger.answer_tokens if ledger else 0) + sum(m.token_count for m in new),
         fixed_tokens=REPLY_PRIMER + budget.tools,
+        asked_to_rebase=asked_to_rebase,
     )
 
 
