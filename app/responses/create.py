@@ -16,6 +16,8 @@ from app.db.models import utcnow
 from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
+from app.responses.compaction_expand import expand_compaction
+from app.responses.management import managed_context
 from app.responses.objects import echo_fields, response_object
 from app.responses.render import ResponsesRenderer
 from app.responses.repository import response_repository
@@ -36,12 +38,19 @@ __all__ = ["NewResponse", "build_turn"]
 
 
 async def build_turn(
-    state: AppState, caller: Caller, body: ResponsesRequest
+    state: AppState, caller: Caller, body: ResponsesRequest, notes: list[str] | None = None
 ) -> tuple[ChatCompletionRequest, int | None]:
     """The request as one chat turn; ``previous_response_id`` continues (or branches): the
     stored length the conversation must still have for the turn to go on it (TurnContext's
-    ``continue_at``), else None."""
+    ``continue_at``), else None. ``notes`` gets what the door decided (management.py)."""
+    notes = notes if notes is not None else []
+    expansion = await expand_compaction(state, caller.tenant_id, body)
+    if expansion is not None:  # continue the conversation the compaction item stands for
+        body = expansion.body
+        notes.append(expansion.note)
     messages = chat_messages(body)
+    if expansion is not None and expansion.resent is not None:
+        messages = [*messages, expansion.resent]
     params = chat_params(body)
     at: int | None = None
     if body.previous_response_id is not None:
@@ -59,8 +68,8 @@ async def build_turn(
         else:  # store=false: the stored history is sent as it is, nothing is stored
             system = messages[:1] if body.instructions else []
             messages = [*system, *start.history, *messages[len(system) :]]
-    if not body.store and state.settings.responses_store_false == "passthrough":
-        params["context"] = body.context.model_copy(update={"enabled": False})
+    params["context"], decided = managed_context(state.settings, body)
+    notes.extend(decided)
     if not messages:
         raise BadRequest("'input' must not be empty.", param="input", code="empty_input")
     try:
@@ -86,11 +95,13 @@ class NewResponse:
     echo: dict[str, Any] = field(default_factory=dict)
     renderer: ResponsesRenderer | None = None
     output: list[dict[str, Any]] | None = None  # as stored (ids included)
+    notes: list[str] = field(default_factory=list)  # the door's decisions (management.py)
 
     def __post_init__(self) -> None:
         self.echo = echo_fields(self.body)
 
     def stream_renderer(self, prepared: Prepared) -> ResponsesRenderer:
+        prepared.utilization.notes.extend(self.notes)
         self.renderer = ResponsesRenderer(
             response_id=self.id,
             created_at=self.created_at,

@@ -15,6 +15,8 @@ from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits
 from app.core.state import AppState
 from app.protocol.headers import context_headers
+from app.responses.compaction_door import answer_trigger
+from app.responses.compaction_items import trigger_index
 from app.responses.create import NewResponse, build_turn
 from app.responses.objects import incomplete_reason
 from app.responses.schemas import ResponsesRequest
@@ -38,9 +40,14 @@ async def create_response(
 ) -> Response:
     if body.conversation_id is None and x_conversation_id:
         body.conversation_id = x_conversation_id
-    turn, at = await build_turn(state, caller, body)
+    if isinstance(body.input, list) and trigger_index(body.input) is not None:
+        payload = body.model_dump(mode="json")
+        answer = lambda: answer_trigger(state, caller, body)  # noqa: E731
+        return await guarded(request, state, caller, payload, idempotency_key, answer)
+    notes: list[str] = []
+    turn, at = await build_turn(state, caller, body, notes)
     check_chat_limits(state.settings, turn)
-    new = NewResponse(body, caller.tenant_id)
+    new = NewResponse(body, caller.tenant_id, notes=notes)
     context = TurnContext.of(
         request,
         turn,
@@ -102,6 +109,7 @@ async def _respond(state: AppState, context: TurnContext, new: NewResponse) -> R
         }
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     result = await run_turn(state, context)
+    result.prepared.utilization.notes.extend(new.notes)
     incomplete = incomplete_reason(result.finish_reason)
     if incomplete and new.output is not None:  # stored as completed: say why it stopped
         await response_service.mark_incomplete(
