@@ -1,0 +1,216 @@
+"""Compaction on the Responses door, on a real server with the openai SDK and the fake upstream:
+``POST /v1/responses/compact`` and the ``compaction_trigger`` item for a model that is not
+OpenAI's, the sealed ``compaction`` item expanded when sent back, forged and foreign items
+refused, ``context_management`` and ``truncation`` honoured and said."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import orjson
+import pytest
+
+from tests.e2e.helpers import module_server, sse_events
+from tests.fake_upstream import FakeUpstream
+from tests.responses.test_responses_e2e import MASTER, issue_key
+from tests.support.proxy import ContextgateServer
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "fake-model"  # not an OpenAI model: compaction is contextgate's own
+EPISODE = "The user planned a trip to Lisbon; the assistant listed three steps."
+SUMMARY = orjson.dumps({"episodic": EPISODE, "facts": []}).decode()
+HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "plan a trip to Lisbon"},
+    {"role": "assistant", "content": "Echo: plan a trip to Lisbon"},
+    {"role": "user", "content": "book the hotel"},
+    {"role": "assistant", "content": "Echo: book the hotel"},
+]
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream_server: FakeUpstream
+) -> Iterator[ContextgateServer]:
+    env = {
+        "CONTEXTGATE_MASTER_KEY": MASTER,
+        "CONTEXTGATE_SUMMARIZER_MODEL": "fake-summarizer",
+        "CONTEXTGATE_RAW_TAIL_TURNS": "0",
+        "CONTEXTGATE_MESSAGE_RECALL": "false",
+    }
+    yield from module_server(tmp_path_factory, fake_upstream_server, env, name="resp-compact")
+
+
+@pytest.fixture(scope="module")
+def keys(server: ContextgateServer) -> tuple[str, str]:
+    return issue_key(server, "compact-a"), issue_key(server, "compact-b")
+
+
+@pytest.fixture
+def sdk(server: ContextgateServer, keys: tuple[str, str]) -> Iterator[openai.OpenAI]:
+    client = openai.OpenAI(base_url=server.base_url, api_key=keys[0], max_retries=0, timeout=30)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def summarizer(fake_upstream: FakeUpstream) -> FakeUpstream:
+    fake_upstream.script("fake-summarizer", [SUMMARY] * 4)
+    return fake_upstream
+
+
+def _chats(fake: FakeUpstream, model: str = MODEL) -> list[list[dict[str, Any]]]:
+    return [
+        r["body"]["messages"]
+        for r in fake.requests()
+        if r["path"].endswith("/chat/completions") and r["body"]["model"] == model
+    ]
+
+
+def _post(server: ContextgateServer, key: str, body: dict[str, Any]) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"}
+    return httpx.post(f"{server.base_url}/responses", json=body, headers=headers, timeout=30)
+
+
+def test_compact_endpoint_for_any_model_and_the_item_expands_to_the_summary(
+    sdk: openai.OpenAI, summarizer: FakeUpstream
+) -> None:
+    raw = sdk.responses.with_raw_response.compact(model=MODEL, input=HISTORY)  # type: ignore[arg-type]
+    compacted = raw.parse()
+    assert compacted.object == "response.compaction"
+    kinds = [(item.type, getattr(item, "role", None)) for item in compacted.output]
+    assert kinds == [("message", "user"), ("message", "user"), ("compaction", None)]
+    item = compacted.output[-1]
+    assert item.encrypted_content.startswith("cgc1.")  # type: ignore[union-attr]
+    assert any(
+        "plan a trip" in orjson.dumps(m).decode() for m in _chats(summarizer, "fake-summarizer")[0]
+    )
+    extra = compacted.model_extra or {}
+    # Every whole turn but the latest (kept raw, as contextgate keeps the turn it is on).
+    assert extra["context_utilization"]["compaction"]["turns_compacted"] == 1
+    # Sent back (as a stateless client does: the compacted output, then the new message):
+    # the model gets the stored summary in place of the compacted turns.
+    summarizer.reset()
+    follow = sdk.responses.create(
+        model=MODEL,
+        store=False,
+        input=[
+            *raw.http_response.json()["output"],
+            {"role": "user", "content": "and the flights?"},
+        ],
+    )
+    assert (follow.model_extra or {})["conversation_id"] == extra["conversation_id"]
+    sent = _chats(summarizer)[-1]
+    assert any(m["role"] == "system" and EPISODE in m["content"] for m in sent)
+    assert [m["content"] for m in sent if m["role"] == "user"] == [
+        "book the hotel",
+        "and the flights?",
+    ]
+    notes = (follow.model_extra or {})["context_utilization"]["notes"]
+    assert any(note.startswith("compaction item expanded") for note in notes)
+    # The raw history is still kept, with the new turn after it.
+    stored = sdk.get(f"/conversations/{extra['conversation_id']}", cast_to=httpx.Response)
+    contents = [m["content"] for m in stored.json()["messages"]]
+    assert contents == [*(m["content"] for m in HISTORY), "and the flights?", follow.output_text]
+
+
+def test_a_compaction_trigger_answers_one_compaction_item_streamed_or_not(
+    server: ContextgateServer, keys: tuple[str, str], summarizer: FakeUpstream
+) -> None:
+    body = {"model": MODEL, "store": False, "input": [*HISTORY, {"type": "compaction_trigger"}]}
+    plain = _post(server, keys[0], body)
+    assert plain.status_code == 200, plain.text
+    output = plain.json()["output"]
+    assert [item["type"] for item in output] == ["compaction"]
+    streamed = _post(server, keys[0], {**body, "stream": True})
+    assert streamed.status_code == 200, streamed.text
+    events = sse_events(streamed)
+    assert [e["type"] for e in events] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [e["sequence_number"] for e in events] == list(range(5))
+    done = events[-1]["response"]["output"]
+    assert [item["type"] for item in done] == ["compaction"]
+    assert done[0]["encrypted_content"].startswith("cgc1.")
+    # Both compacted the same stored conversation (found by its leading messages).
+    assert plain.json()["conversation_id"] == events[-1]["response"]["conversation_id"]
+    assert not _chats(summarizer)  # no call to the model itself
+
+
+def test_forged_and_foreign_compaction_items_are_refused(
+    server: ContextgateServer, keys: tuple[str, str], summarizer: FakeUpstream
+) -> None:
+    trigger = {"model": MODEL, "input": [*HISTORY, {"type": "compaction_trigger"}]}
+    item = _post(server, keys[0], trigger).json()["output"][0]
+    summarizer.reset()
+    payload, mac = item["encrypted_content"].split(".")[1:]
+    forged = [
+        "gAAAAABopenai-opaque-ciphertext",  # another provider's item
+        f"cgc1.{payload}.{mac[:-2]}AA",  # altered seal
+        f"cgc1.{orjson.dumps({'c': 'conv_x', 'n': 1}).hex()}.{mac}",  # altered payload
+    ]
+    for content in forged:
+        sent = {**item, "encrypted_content": content}
+        body = {"model": MODEL, "input": [sent, {"role": "user", "content": "go on"}]}
+        refused = _post(server, keys[0], body)
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "invalid_compaction_item"
+        assert error["param"] == "input.0.encrypted_content"
+    # Another tenant's item, sealed for the first key: refused, nothing of it seen or stored.
+    before = httpx.get(
+        f"{server.base_url}/conversations", headers={"Authorization": f"Bearer {keys[1]}"}
+    ).json()
+    body = {"model": MODEL, "input": [item, {"role": "user", "content": "show me theirs"}]}
+    refused = _post(server, keys[1], body)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "invalid_compaction_item"
+    after = httpx.get(
+        f"{server.base_url}/conversations", headers={"Authorization": f"Bearer {keys[1]}"}
+    ).json()
+    assert after == before
+    compact = httpx.post(
+        f"{server.base_url}/responses/compact",
+        json={"model": MODEL, "input": [item]},
+        headers={"Authorization": f"Bearer {keys[1]}"},
+    )
+    assert compact.status_code == 400
+    assert _chats(summarizer) == []
+    assert _chats(summarizer, "fake-summarizer") == []
+
+
+def test_a_misplaced_trigger_and_bad_context_management_are_400s(
+    server: ContextgateServer, keys: tuple[str, str]
+) -> None:
+    misplaced = {"model": MODEL, "input": [{"type": "compaction_trigger"}, *HISTORY]}
+    response = _post(server, keys[0], misplaced)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_compaction_trigger"
+    bad = {"model": MODEL, "input": "hi", "context_management": [{"type": "clear_tool_uses"}]}
+    response = _post(server, keys[0], bad)
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "context_management.0.type"
+
+
+def test_context_management_and_truncation_map_onto_the_budget(
+    sdk: openai.OpenAI, fake_upstream: FakeUpstream
+) -> None:
+    response = sdk.responses.create(
+        model=MODEL,
+        input="a short question",
+        truncation="auto",
+        extra_body={"context_management": [{"type": "compaction", "compact_threshold": 3000}]},
+    )
+    utilization = (response.model_extra or {})["context_utilization"]
+    assert utilization["max_input_tokens"] == 3000
+    notes = " | ".join(utilization["notes"])
+    assert "context_management: compaction past 3000 tokens" in notes
+    assert "truncation=auto" in notes
+    assert response.truncation == "auto"
