@@ -10,6 +10,7 @@ request that sends it back continues it with the summaries, the raw tail and rec
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +26,9 @@ from app.memories.compaction import CompactionReport, Compactor
 from app.memories.repository import memory_repository
 from app.protocol.chat import ChatCompletionRequest, ContextOptions
 from app.responses.compaction_seal import SealedCompaction
+from app.turns.repository import request_log_repository
 
-__all__ = ["Compacted", "compact_conversation", "compact_turn"]
+__all__ = ["Compacted", "compact_conversation", "compact_turn", "log_compaction"]
 
 _STORED_KEYS = {
     "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
@@ -175,3 +177,40 @@ async def compact_conversation(
         )
     upto = conversation.message_count if conversation is not None else 0
     return Compacted(conversation_id, SealedCompaction(conversation_id, upto), report, notes)
+
+
+async def log_compaction(
+    state: AppState,
+    caller: Caller,
+    compacted: Compacted,
+    *,
+    request_id: str,
+    started: float,
+    model: str,
+    stream: bool,
+) -> None:
+    """The pass in the request log: its summarizer cost counts in the key's spend."""
+    cost = round(compacted.report.cost, 8)
+    async with state.database.writing() as session:
+        await request_log_repository.insert(
+            session,
+            {
+                "id": request_id,
+                "tenant_id": caller.tenant_id,
+                "key_id": caller.key_id,
+                "conversation_id": compacted.conversation_id,
+                "model": model,
+                "stream": stream,
+                "status": "ok",
+                "status_code": 200,
+                "error": None,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "prompt_cost": 0.0,
+                "completion_cost": 0.0,
+                "planning_cost": cost,
+                "total_cost": cost,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 2),
+                "context_utilization": compacted.utilization(model),
+            },
+        )

@@ -20,9 +20,15 @@ from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits
 from app.core.state import AppState
+from app.db.models import new_id
 from app.keys.auth import Caller
 from app.protocol.chat import AttachmentRef, ContextOptions
-from app.responses.compaction import Compacted, compact_conversation, compact_turn
+from app.responses.compaction import (
+    Compacted,
+    compact_conversation,
+    compact_turn,
+    log_compaction,
+)
 from app.responses.compaction_items import compaction_item
 from app.responses.create import build_turn
 from app.responses.objects import echo_fields, response_object
@@ -38,9 +44,11 @@ __all__ = ["CompactRequest", "answer_trigger", "router"]
 router = APIRouter(tags=["responses"])
 
 
-async def _compact(state: AppState, caller: Caller, body: ResponsesRequest) -> Compacted:
-    """Store the request's history (its input, or what previous_response_id names) and
-    compact it."""
+async def _compact(
+    http: Request, state: AppState, caller: Caller, body: ResponsesRequest
+) -> Compacted:
+    """Store the request's history (its input, or what previous_response_id names), compact
+    it, and log the pass."""
     notes: list[str] = []
     if not body.input and body.previous_response_id is not None:
         start = await response_service.start_from(
@@ -57,6 +65,15 @@ async def _compact(state: AppState, caller: Caller, body: ResponsesRequest) -> C
             state, caller, turn, at=at, own_system=bool(body.instructions)
         )
     compacted.notes[:0] = notes
+    await log_compaction(
+        state,
+        caller,
+        compacted,
+        request_id=getattr(http.state, "request_id", None) or new_id("req"),
+        started=getattr(http.state, "started", None) or time.perf_counter(),
+        model=body.model,
+        stream=body.stream,
+    )
     return compacted
 
 
@@ -64,11 +81,13 @@ def _item(state: AppState, caller: Caller, compacted: Compacted) -> dict[str, An
     return compaction_item(state.settings, caller.tenant_id, item_id("cmp"), compacted.sealed)
 
 
-async def answer_trigger(state: AppState, caller: Caller, body: ResponsesRequest) -> Response:
+async def answer_trigger(
+    http: Request, state: AppState, caller: Caller, body: ResponsesRequest
+) -> Response:
     """A Response with one ``compaction`` item for the history before the trigger."""
     assert isinstance(body.input, list)
     history = body.model_copy(update={"input": body.input[:-1]})
-    compacted = await _compact(state, caller, history)
+    compacted = await _compact(http, state, caller, history)
     response = response_object(
         response_id=item_id("resp"),
         created_at=int(time.time()),
@@ -141,7 +160,7 @@ async def compact_response(
     responses_request = body.as_request()
 
     async def answer() -> Response:
-        compacted = await _compact(state, caller, responses_request)
+        compacted = await _compact(request, state, caller, responses_request)
         users = [
             item
             for item in input_items(responses_request)

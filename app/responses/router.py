@@ -21,6 +21,7 @@ from app.responses.create import NewResponse, build_turn
 from app.responses.objects import incomplete_reason
 from app.responses.schemas import ResponsesRequest
 from app.responses.service import response_service
+from app.responses.truncation import refuse_overflow
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
 from app.turns.service import run_turn
@@ -42,11 +43,12 @@ async def create_response(
         body.conversation_id = x_conversation_id
     if isinstance(body.input, list) and trigger_index(body.input) is not None:
         payload = body.model_dump(mode="json")
-        answer = lambda: answer_trigger(state, caller, body)  # noqa: E731
+        answer = lambda: answer_trigger(request, state, caller, body)  # noqa: E731
         return await guarded(request, state, caller, payload, idempotency_key, answer)
     notes: list[str] = []
     turn, at = await build_turn(state, caller, body, notes)
     check_chat_limits(state.settings, turn)
+    await refuse_overflow(state, caller, body, turn)
     new = NewResponse(body, caller.tenant_id, notes=notes)
     context = TurnContext.of(
         request,

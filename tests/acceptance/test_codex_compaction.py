@@ -112,3 +112,47 @@ def test_codex_compacts_resumes_and_the_model_gets_the_summary(
     ]
     texts = [_text(messages) for messages in kept]
     assert any(all(t in text for t in ("alpha", "beta", "gamma")) for text in texts)
+
+
+MARKER = "compacted-loop-5c1e"
+
+
+def test_codex_compacts_inside_a_tool_loop_and_finishes_it(
+    codex: Path, server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    fake_upstream.script("fake-summarizer", [SUMMARY] * 6)
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        'model = "gpt-4o-mini"\n'
+        f'openai_base_url = "{server.base_url}"\n'
+        "model_auto_compact_token_limit = 500\n"
+    )
+    first = _codex(codex, home, work, "task alpha: say hello")
+    assert first.returncode == 0, first.stderr[-2000:]
+    prompt = f'task delta. CALL_TOOL:exec_command:{{"cmd": "echo {MARKER}"}}'
+    done = _codex(codex, home, work, "resume", "--last", prompt)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Error running remote compact task" not in done.stderr
+    # Compacted before the resumed turn and again inside its tool loop (between the call and
+    # its output): two passes, each summarizing one more turn.
+    assert len(_chats(fake_upstream, "fake-summarizer")) == 2
+    turns = _chats(fake_upstream, "gpt-4o-mini")
+    assert len(turns) == 3, "alpha; delta's tool call; delta's answer from the tool output"
+    last = turns[-1]["messages"]
+    assert last[-1]["role"] == "tool"
+    assert MARKER in last[-1]["content"]
+    assert last[-2]["tool_calls"][0]["function"]["name"] == "exec_command"
+    assert any(m["role"] == "system" and EPISODE in m["content"] for m in last)
+    assert "Tool results:" in done.stdout  # Codex finished the loop with the model's answer
+    # Each message stored once: the loop's call and output were not stored again after the
+    # compaction item came back.
+    conversations = httpx.get(f"{server.base_url}/conversations").json()["data"]
+    stored = [
+        m
+        for c in conversations
+        for m in httpx.get(f"{server.base_url}/conversations/{c['id']}").json()["messages"]
+        if m["role"] == "tool" and MARKER in str(m["content"])
+    ]
+    assert len(stored) == 1

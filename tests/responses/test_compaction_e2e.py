@@ -214,3 +214,25 @@ def test_context_management_and_truncation_map_onto_the_budget(
     assert "context_management: compaction past 3000 tokens" in notes
     assert "truncation=auto" in notes
     assert response.truncation == "auto"
+
+
+def test_truncation_disabled_keeps_openais_400_and_auto_fits(
+    server: ContextgateServer, keys: tuple[str, str], fake_upstream: FakeUpstream
+) -> None:
+    # Six long messages: the whole input passes fake-model's window (8192, the default).
+    long = [
+        {"role": role, "content": f"part {i}: " + "alpha beta gamma delta " * 500}
+        for i, role in enumerate(["user", "assistant"] * 3)
+    ]
+    body = {"model": MODEL, "store": False, "input": [*long, {"role": "user", "content": "sum up"}]}
+    refused = _post(server, keys[1], {**body, "truncation": "disabled"})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == "context_length_exceeded"
+    assert _chats(fake_upstream) == []
+    for truncation in ("auto", None):
+        sent = {**body, "truncation": truncation} if truncation else body
+        fitted = _post(server, keys[1], sent)
+        assert fitted.status_code == 200, fitted.text
+        utilization = fitted.json()["context_utilization"]
+        assert utilization["tokens_used"] <= utilization["max_input_tokens"] < 8192
+    assert len(_chats(fake_upstream)) == 2
