@@ -236,3 +236,22 @@ def test_truncation_disabled_keeps_openais_400_and_auto_fits(
         utilization = fitted.json()["context_utilization"]
         assert utilization["tokens_used"] <= utilization["max_input_tokens"] < 8192
     assert len(_chats(fake_upstream)) == 2
+
+
+def test_compact_a_stored_response_by_its_id(sdk: openai.OpenAI, summarizer: FakeUpstream) -> None:
+    first = sdk.responses.create(model=MODEL, input="plan a trip to Porto")
+    second = sdk.responses.create(model=MODEL, input="book a train", previous_response_id=first.id)
+    raw = sdk.responses.with_raw_response.compact(model=MODEL, previous_response_id=second.id)
+    body = raw.http_response.json()
+    assert [item["type"] for item in body["output"]] == ["compaction"]
+    assert body["conversation_id"] == (second.model_extra or {})["conversation_id"]
+    assert body["context_utilization"]["compaction"]["turns_compacted"] == 1
+    # Going on from the compacted output: the summary, the latest turn raw, the new message.
+    follow = sdk.responses.create(
+        model=MODEL, input=[*body["output"], {"role": "user", "content": "and a hotel"}]
+    )
+    assert (follow.model_extra or {})["conversation_id"] == body["conversation_id"]
+    sent = _chats(summarizer)[-1]
+    assert any(m["role"] == "system" and EPISODE in m["content"] for m in sent)
+    users = [m["content"] for m in sent if m["role"] == "user"]
+    assert users == ["book a train", "and a hotel"]
