@@ -255,3 +255,28 @@ def test_compact_a_stored_response_by_its_id(sdk: openai.OpenAI, summarizer: Fak
     assert any(m["role"] == "system" and EPISODE in m["content"] for m in sent)
     users = [m["content"] for m in sent if m["role"] == "user"]
     assert users == ["book a train", "and a hotel"]
+
+
+def test_a_failed_summarizer_degrades_the_compaction_not_the_request(
+    server: ContextgateServer, keys: tuple[str, str], fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.faults("fake-summarizer", [{"status": 500}] * 4)
+    history = [{"role": m["role"], "content": f"{m['content']} (failing)"} for m in HISTORY]
+    body = {"model": MODEL, "input": [*history, {"type": "compaction_trigger"}]}
+    answered = _post(server, keys[0], body)
+    assert answered.status_code == 200, answered.text
+    assert [item["type"] for item in answered.json()["output"]] == ["compaction"]
+    utilization = answered.json()["context_utilization"]
+    assert utilization["compaction"]["error"]
+    assert any(note.startswith("compaction failed") for note in utilization["notes"])
+    # Sent back, it still continues the stored conversation: its raw history, fitted.
+    item = answered.json()["output"][0]
+    follow = _post(
+        server, keys[0], {"model": MODEL, "input": [item, {"role": "user", "content": "next"}]}
+    )
+    assert follow.status_code == 200, follow.text
+    sent = _chats(fake_upstream)[-1]
+    assert [m["content"] for m in sent if m["role"] == "user"] == [
+        *(m["content"] for m in history if m["role"] == "user"),
+        "next",
+    ]
