@@ -101,14 +101,15 @@ class NewResponse:
         self.echo = echo_fields(self.body)
 
     def stream_renderer(self, prepared: Prepared) -> ResponsesRenderer:
-        prepared.utilization.notes.extend(self.notes)
-        self.renderer = ResponsesRenderer(
+        renderer = _NotingRenderer(
             response_id=self.id,
             created_at=self.created_at,
             echo=self.echo,
             conversation_id=prepared.conversation_id,
         )
-        return self.renderer
+        renderer.notes = self.notes
+        self.renderer = renderer
+        return renderer
 
     async def record(
         self,
@@ -159,3 +160,14 @@ class NewResponse:
             context_utilization=result.prepared.utilization.model_dump(mode="json"),
             incomplete=incomplete,
         )
+
+
+class _NotingRenderer(ResponsesRenderer):
+    """Adds the door's notes to the final Response: after the turn is stored and observed, so
+    that they say what was done without counting as a fallback (``context_degraded``)."""
+
+    notes: list[str]
+
+    def finish(self, result: Any) -> list[bytes]:
+        result.prepared.utilization.notes.extend(self.notes)
+        return super().finish(result)

@@ -70,6 +70,14 @@ def _chats(fake: FakeUpstream, model: str = MODEL) -> list[list[dict[str, Any]]]
     ]
 
 
+def _degraded(server: ContextgateServer) -> float:
+    metrics = httpx.get(f"{server.url}/metrics").text
+    lines = [
+        line for line in metrics.splitlines() if line.startswith("contextgate_context_degraded")
+    ]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if "_created" not in line)
+
+
 def _post(server: ContextgateServer, key: str, body: dict[str, Any]) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}"}
     return httpx.post(f"{server.base_url}/responses", json=body, headers=headers, timeout=30)
@@ -142,6 +150,16 @@ def test_a_compaction_trigger_answers_one_compaction_item_streamed_or_not(
     # Both compacted the same stored conversation (found by its leading messages).
     assert plain.json()["conversation_id"] == events[-1]["response"]["conversation_id"]
     assert not _chats(summarizer)  # no call to the model itself
+    # Sent back, streamed: the final Response says what was done (notes), which are decisions,
+    # not fallbacks: the degraded-requests metric does not count them.
+    degraded = _degraded(server)
+    item = done[0]
+    follow = {**body, "stream": True, "input": [item, {"role": "user", "content": "go on"}]}
+    events = sse_events(_post(server, keys[0], follow))
+    notes = events[-1]["response"]["context_utilization"]["notes"]
+    assert any(note.startswith("compaction item expanded") for note in notes)
+    assert any(note.startswith("store=false: the conversation is stored") for note in notes)
+    assert _degraded(server) == degraded
 
 
 def test_forged_and_foreign_compaction_items_are_refused(
