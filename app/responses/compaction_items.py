@@ -9,7 +9,8 @@ with the items after it, and the pipeline sends its summaries, raw tail and reca
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import secrets
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,10 +18,14 @@ from app.core.errors import BadRequest
 from app.core.settings import Settings
 from app.responses.compaction_seal import SealedCompaction, seal
 
+if TYPE_CHECKING:
+    from app.turns.pipeline import Prepared
+
 __all__ = [
     "CompactionItem",
     "CompactionTriggerItem",
     "compaction_item",
+    "server_side_item",
     "trigger_index",
 ]
 
@@ -64,3 +69,18 @@ def trigger_index(items: list[Any]) -> int | None:
             code="invalid_compaction_trigger",
         )
     return found[0]
+
+
+def server_side_item(
+    settings: Settings, tenant_id: str, prepared: Prepared
+) -> dict[str, Any] | None:
+    """``context_management``'s compaction item, when this request's turn compacted its
+    conversation (OpenAI's server-side compaction): sealed like any other."""
+    compaction = prepared.utilization.compaction or {}
+    resolved = prepared.resolved
+    if not compaction.get("summary_ids") or resolved is None:
+        return None
+    before = resolved.conversation.message_count if resolved.conversation is not None else 0
+    upto = before + len(prepared.new_messages) + 1  # the stored turn's end
+    sealed = SealedCompaction(resolved.conversation_id, upto)
+    return compaction_item(settings, tenant_id, f"cmp_{secrets.token_hex(16)}", sealed)

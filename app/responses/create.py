@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,12 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversations.messages import ConversationMessage
 from app.core.errors import BadRequest
+from app.core.settings import Settings
 from app.core.state import AppState
 from app.db.models import utcnow
 from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
 from app.responses.compaction_expand import expand_compaction
+from app.responses.compaction_items import server_side_item
 from app.responses.management import managed_context
 from app.responses.objects import echo_fields, response_object
 from app.responses.render import ResponsesRenderer
@@ -96,6 +99,9 @@ class NewResponse:
     renderer: ResponsesRenderer | None = None
     output: list[dict[str, Any]] | None = None  # as stored (ids included)
     notes: list[str] = field(default_factory=list)  # the door's decisions (management.py)
+    # context_management: a compaction item closes the output when the turn compacted.
+    sealing: Settings | None = None
+    compacted: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.echo = echo_fields(self.body)
@@ -108,8 +114,18 @@ class NewResponse:
             conversation_id=prepared.conversation_id,
         )
         renderer.notes = self.notes
+        renderer.more = self.compaction_output
         self.renderer = renderer
         return renderer
+
+    def compaction_output(self, prepared: Prepared) -> list[dict[str, Any]]:
+        """The compaction item the output ends with (context_management), made once."""
+        if self.sealing is None:
+            return []
+        if self.compacted is None:
+            item = server_side_item(self.sealing, self.tenant_id, prepared)
+            self.compacted = [item] if item is not None else []
+        return self.compacted
 
     async def record(
         self,
@@ -124,6 +140,7 @@ class NewResponse:
             self.output = self.renderer.output(answer.thinking_blocks)
         else:
             self.output = output_items(message)
+        self.output += self.compaction_output(prepared)
         assert prepared.conversation_id is not None
         await response_repository.insert(
             session,
@@ -154,7 +171,9 @@ class NewResponse:
             created_at=self.created_at,
             echo=self.echo,
             status="incomplete" if incomplete else "completed",
-            output=self.output if self.output is not None else output_items(result.message),
+            output=self.output
+            if self.output is not None
+            else [*output_items(result.message), *self.compaction_output(result.prepared)],
             usage=response_usage(result.usage),
             conversation_id=result.conversation_id,
             context_utilization=result.prepared.utilization.model_dump(mode="json"),
@@ -167,7 +186,9 @@ class _NotingRenderer(ResponsesRenderer):
     that they say what was done without counting as a fallback (``context_degraded``)."""
 
     notes: list[str]
+    more: Callable[[Prepared], list[dict[str, Any]]]  # items after the answer's own
 
     def finish(self, result: Any) -> list[bytes]:
         result.prepared.utilization.notes.extend(self.notes)
-        return super().finish(result)
+        extra = [event for item in self.more(result.prepared) for event in self.whole_item(item)]
+        return [*extra, *super().finish(result)]

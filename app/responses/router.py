@@ -18,6 +18,7 @@ from app.protocol.headers import context_headers
 from app.responses.compaction_door import answer_trigger
 from app.responses.compaction_items import trigger_index
 from app.responses.create import NewResponse, build_turn
+from app.responses.management import compact_threshold
 from app.responses.objects import incomplete_reason
 from app.responses.schemas import ResponsesRequest
 from app.responses.service import response_service
@@ -50,6 +51,8 @@ async def create_response(
     check_chat_limits(state.settings, turn)
     await refuse_overflow(state, caller, body, turn)
     new = NewResponse(body, caller.tenant_id, notes=notes)
+    if compact_threshold(body.context_management) is not None:
+        new.sealing = state.settings
     context = TurnContext.of(
         request,
         turn,

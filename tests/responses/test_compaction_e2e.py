@@ -298,3 +298,75 @@ def test_a_failed_summarizer_degrades_the_compaction_not_the_request(
         *(m["content"] for m in history if m["role"] == "user"),
         "next",
     ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_context_management_compacts_and_ends_the_output_with_a_compaction_item(
+    server: ContextgateServer, keys: tuple[str, str], summarizer: FakeUpstream, stream: bool
+) -> None:
+    long = [
+        {"role": role, "content": f"{stream} part {i}: " + "lorem ipsum dolor " * 120}
+        for i, role in enumerate(["user", "assistant"] * 3)
+    ]
+    # A stateless client's conversation, stored as it goes (store=false is managed)…
+    first = _post(server, keys[0], {"model": MODEL, "store": False, "input": long[:-1]})
+    assert first.status_code == 200, first.text
+    assert first.json()["context_utilization"]["compaction"] is None
+    # … then with context_management: past the threshold, its older turns are compacted.
+    body = {
+        "model": MODEL,
+        "store": False,
+        "stream": stream,
+        "input": [*long[:-1], *first.json()["output"], {"role": "user", "content": "sum it up"}],
+        "context_management": [{"type": "compaction", "compact_threshold": 1200}],
+    }
+    answered = _post(server, keys[0], body)
+    assert answered.status_code == 200, answered.text
+    if stream:
+        events = sse_events(answered)
+        kinds = [e["type"] for e in events]
+        assert kinds[-3:] == [
+            "response.output_item.added",
+            "response.output_item.done",
+            "response.completed",
+        ]
+        assert [e["sequence_number"] for e in events] == list(range(len(events)))
+        response = events[-1]["response"]
+    else:
+        response = answered.json()
+    output = response["output"]
+    assert [item["type"] for item in output] == ["message", "compaction"]
+    assert response["context_utilization"]["compaction"]["summary_ids"]
+    assert response["context_utilization"]["max_input_tokens"] == 1200
+    # As OpenAI's guide says: the items before the latest compaction item may be dropped.
+    summarizer.reset()
+    follow = {
+        "model": MODEL,
+        "store": False,
+        "input": [output[-1], {"role": "user", "content": "and then?"}],
+    }
+    went_on = _post(server, keys[0], follow)
+    assert went_on.status_code == 200, went_on.text
+    assert went_on.json()["conversation_id"] == response["conversation_id"]
+    sent = _chats(summarizer)[-1]
+    assert any(m["role"] == "system" and EPISODE in m["content"] for m in sent)
+    assert sent[-1]["content"] == "and then?"
+
+
+def test_a_stored_response_keeps_its_compaction_item(
+    sdk: openai.OpenAI, summarizer: FakeUpstream
+) -> None:
+    first = sdk.responses.create(model=MODEL, input="stored: " + "lorem ipsum dolor " * 300)
+    second = sdk.responses.with_raw_response.create(
+        model=MODEL,
+        input="and now?",
+        previous_response_id=first.id,
+        stream=True,
+        extra_body={"context_management": [{"type": "compaction", "compact_threshold": 700}]},
+    )
+    second.http_response.read()
+    events = sse_events(second.http_response)
+    final = events[-1]["response"]
+    assert [item["type"] for item in final["output"]] == ["message", "compaction"]
+    kept = sdk.get(f"/responses/{final['id']}", cast_to=httpx.Response).json()
+    assert kept["output"] == final["output"]
