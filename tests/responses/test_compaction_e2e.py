@@ -182,6 +182,17 @@ def test_forged_and_foreign_compaction_items_are_refused(
         error = refused.json()["error"]
         assert error["code"] == "invalid_compaction_item"
         assert error["param"] == "input.0.encrypted_content"
+    # Its own item, named with another conversation of the same caller: refused too.
+    other = _post(server, keys[0], {"model": MODEL, "input": "another conversation"}).json()
+    body = {
+        "model": MODEL,
+        "conversation_id": other["conversation_id"],
+        "input": [item, {"role": "user", "content": "go on"}],
+    }
+    refused = _post(server, keys[0], body)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "conversation_id"
+    summarizer.reset()
     # Another tenant's item, sealed for the first key: refused, nothing of it seen or stored.
     before = httpx.get(
         f"{server.base_url}/conversations", headers={"Authorization": f"Bearer {keys[1]}"}
