@@ -16,11 +16,13 @@ from app.core.settings import Settings
 from app.core.state import AppState
 from app.db.models import utcnow
 from app.keys.auth import Caller
+from app.llm.native_responses import NativeRequest, native_chain
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
 from app.responses.compaction_expand import expand_compaction
 from app.responses.compaction_items import server_side_item
 from app.responses.management import managed_context
+from app.responses.native import NativeRenderer, client_output, native_request
 from app.responses.objects import echo_fields, response_object
 from app.responses.render import ResponsesRenderer
 from app.responses.repository import response_repository
@@ -54,7 +56,7 @@ async def build_turn(
     messages = chat_messages(body)
     if expansion is not None and expansion.resent is not None:
         messages = [*messages, expansion.resent]
-    params = chat_params(body)
+    params = chat_params(body, native=native_chain(state.llm, body.model, state.settings))
     at: int | None = None
     if body.previous_response_id is not None:
         if body.conversation_id is not None:
@@ -102,12 +104,16 @@ class NewResponse:
     # context_management: a compaction item closes the output when the turn compacted.
     sealing: Settings | None = None
     compacted: list[dict[str, Any]] | None = None
+    # For OpenAI's own Responses API (app/turns/native.py); its output, when it answered.
+    native: NativeRequest = field(default_factory=NativeRequest)
 
     def __post_init__(self) -> None:
         self.echo = echo_fields(self.body)
+        self.native = native_request(self.body)
 
     def stream_renderer(self, prepared: Prepared) -> ResponsesRenderer:
         renderer = _NotingRenderer(
+            encrypted=self.native.wants_encrypted_reasoning,
             response_id=self.id,
             created_at=self.created_at,
             echo=self.echo,
@@ -127,6 +133,13 @@ class NewResponse:
             self.compacted = [item] if item is not None else []
         return self.compacted
 
+    def _output(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        """The output items of an answer not streamed: the provider's own when it answered
+        natively, else rebuilt from the chat form."""
+        if self.native.output is not None:
+            return client_output(self.native.output, self.native.wants_encrypted_reasoning)
+        return output_items(message)
+
     async def record(
         self,
         session: AsyncSession,
@@ -139,7 +152,7 @@ class NewResponse:
         if self.renderer is not None:
             self.output = self.renderer.output(answer.thinking_blocks)
         else:
-            self.output = output_items(message)
+            self.output = self._output(message)
         self.output += self.compaction_output(prepared)
         assert prepared.conversation_id is not None
         await response_repository.insert(
@@ -165,30 +178,40 @@ class NewResponse:
         )
 
     def body_of(self, result: TurnResult, incomplete: str | None) -> dict[str, Any]:
-        """The Response for a turn answered whole (not streamed)."""
-        return response_object(
+        """The Response for a turn answered whole (not streamed), with its cost."""
+        body = response_object(
             response_id=self.id,
             created_at=self.created_at,
             echo=self.echo,
             status="incomplete" if incomplete else "completed",
             output=self.output
             if self.output is not None
-            else [*output_items(result.message), *self.compaction_output(result.prepared)],
+            else [*self._output(result.message), *self.compaction_output(result.prepared)],
             usage=response_usage(result.usage),
             conversation_id=result.conversation_id,
             context_utilization=result.prepared.utilization.model_dump(mode="json"),
             incomplete=incomplete,
         )
+        return {**body, "cost": result.cost.model_dump()}
 
 
-class _NotingRenderer(ResponsesRenderer):
+class _NotingRenderer(NativeRenderer):
     """Adds the door's notes to the final Response: after the turn is stored and observed, so
-    that they say what was done without counting as a fallback (``context_degraded``)."""
+    that they say what was done without counting as a fallback (``context_degraded``); and
+    the items that come after the answer's own (a ``compaction`` item)."""
 
     notes: list[str]
-    more: Callable[[Prepared], list[dict[str, Any]]]  # items after the answer's own
+    more: Callable[[Prepared], list[dict[str, Any]]]
 
     def finish(self, result: Any) -> list[bytes]:
         result.prepared.utilization.notes.extend(self.notes)
-        extra = [event for item in self.more(result.prepared) for event in self.whole_item(item)]
+        extra: list[bytes] = []
+        for item in self.more(result.prepared):
+            if not self.native:
+                extra += self.whole_item(item)
+                continue
+            index = max(self.done_items, default=-1) + 1  # after the provider's own items
+            self.done_items[index] = item
+            for kind in ("response.output_item.added", "response.output_item.done"):
+                extra.append(self._event(kind, output_index=index, item=item))
         return [*extra, *super().finish(result)]
