@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -44,7 +45,7 @@ async def create_response(
         body.conversation_id = x_conversation_id
     if isinstance(body.input, list) and trigger_index(body.input) is not None:
         payload = body.model_dump(mode="json")
-        answer = lambda: answer_trigger(request, state, caller, body)  # noqa: E731
+        answer = partial(answer_trigger, request, state, caller, body)
         return await guarded(request, state, caller, payload, idempotency_key, answer)
     notes: list[str] = []
     turn, at = await build_turn(state, caller, body, notes)

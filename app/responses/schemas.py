@@ -138,7 +138,7 @@ class ResponsesRequest(BaseModel):
     metadata: dict[str, str] | None = None
     reasoning: dict[str, Any] | None = None
     truncation: Literal["auto", "disabled"] | None = None
-    # [{"type": "compaction", "compact_threshold": N}]: compaction.py maps it onto the budget.
+    # [{"type": "compaction", "compact_threshold": N}]: management.py maps it onto the budget.
     context_management: list[dict[str, Any]] | None = None
     parallel_tool_calls: bool | None = None
     user: str | None = None
