@@ -156,3 +156,56 @@ def test_codex_compacts_inside_a_tool_loop_and_finishes_it(
         if m["role"] == "tool" and MARKER in str(m["content"])
     ]
     assert len(stored) == 1
+
+
+NATIVE = "o4-mini"
+
+
+@pytest.fixture(scope="module")
+def native_server(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream_server: FakeUpstream
+) -> Iterator[ContextgateServer]:
+    """An OpenAI reasoning model on the native Responses path (app/llm/native_responses.py)."""
+    entry = {
+        "model_name": NATIVE,
+        "litellm_params": {
+            "model": f"openai/{NATIVE}",
+            "api_base": fake_upstream_server.base_url,
+            "api_key": "sk-fake",
+        },
+        "model_info": {"responses_api": True},
+    }
+    config = tmp_path_factory.mktemp("models") / "models.yaml"
+    config.write_bytes(orjson.dumps({"model_list": [entry]}))
+    env = {
+        "CONTEXTGATE_CONFIG": str(config),
+        "CONTEXTGATE_SUMMARIZER_MODEL": "fake-summarizer",
+        "CONTEXTGATE_RAW_TAIL_TURNS": "0",
+    }
+    yield from module_server(tmp_path_factory, fake_upstream_server, env, name="codex-native-c")
+
+
+def test_codex_compaction_on_the_native_responses_path(
+    codex: Path, native_server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    fake_upstream.script("fake-summarizer", [SUMMARY] * 6)
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        f'model = "{NATIVE}"\n'
+        f'openai_base_url = "{native_server.base_url}"\n'
+        "model_auto_compact_token_limit = 500\n"
+    )
+    first = _codex(codex, home, work, "task alpha: say hello")
+    assert first.returncode == 0, first.stderr[-2000:]
+    for prompt in ("task beta: say goodbye", "task gamma: wrap up"):
+        done = _codex(codex, home, work, "resume", "--last", prompt)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert _chats(fake_upstream, "fake-summarizer")
+    calls = [r["body"] for r in fake_upstream.requests() if r["path"] == "/v1/responses"]
+    assert len(calls) == 3  # one model call per turn: the compactions were contextgate's own
+    last = _text(calls[-1]["input"])
+    assert EPISODE in last
+    assert "task gamma" in last
+    assert "compaction" not in [item.get("type") for item in calls[-1]["input"]]
