@@ -75,6 +75,8 @@ async def build_turn(
             messages = [*system, *start.history, *messages[len(system) :]]
     params["context"], decided = managed_context(state.settings, body)
     notes.extend(decided)
+    if expansion is not None:  # the client compacted: the prompt owner rebuilds the prompt now
+        params["context"] = params["context"].model_copy(update={"rebase": True})
     if not messages:
         raise BadRequest("'input' must not be empty.", param="input", code="empty_input")
     try:
