@@ -241,7 +241,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         epoch=built.decision.epoch,
         own_system_hash=own_hash,
         attachments_key=_attachments_key(request),
-        messages=list(built.messages),  # before cache marks, which move every call
+        encoded_messages=orjson.dumps(built.messages),  # before cache marks: they move
         tokens=max(0, utilization.tokens_used - utilization.breakdown.tools - REPLY_PRIMER),
         system_tokens=utilization.breakdown.system,
         memory_tokens=utilization.breakdown.memory,
@@ -387,7 +387,7 @@ async def record(
                     session,
                     prepared.caller.tenant_id,
                     resolved.conversation_id,
-                    prepared.prompt.ledger(
+                    prepared.prompt.row(
                         answer.sequence_number, answer.token_count, prepared.prompt_hash
                     ),
                 )
