@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from app.context.cache_policy import CachePolicy
 
 __all__ = [
@@ -123,12 +125,14 @@ def appended(ledger: Ledger, tail: Sequence[dict[str, Any]]) -> list[dict[str, A
 
 @dataclass(slots=True)
 class PromptRecord:
-    """What the prompt owner keeps of this call's prompt once the answer is stored."""
+    """What the prompt owner keeps of this call's prompt once the answer is stored: the
+    messages encoded when the prompt was built (before cache marks, and before anything on the
+    way upstream could touch them), and the figures the next call carries."""
 
     epoch: int
     own_system_hash: str
     attachments_key: str
-    messages: list[dict[str, Any]]  # as sent, before cache marks
+    encoded_messages: bytes  # orjson of the messages as sent
     tokens: int
     system_tokens: int
     memory_tokens: int
@@ -137,20 +141,22 @@ class PromptRecord:
     cleared_tokens: int = 0
     messages_excluded: int = 0
 
-    def ledger(self, answer_sequence: int, answer_tokens: int, prompt_hash: str) -> Ledger:
-        return Ledger(
-            epoch=self.epoch,
-            answer_sequence=answer_sequence,
-            answer_tokens=answer_tokens,
-            own_system_hash=self.own_system_hash,
-            attachments_key=self.attachments_key,
-            tokens=self.tokens,
-            system_tokens=self.system_tokens,
-            memory_tokens=self.memory_tokens,
-            chain_hash=prompt_hash,
-            cleared_tool_results=self.cleared_tool_results,
-            cleared_tokens=self.cleared_tokens,
-            messages_excluded=self.messages_excluded,
-            messages=tuple(self.messages),
-            artifacts=tuple(self.artifacts),
-        )
+    def row(self, answer_sequence: int, answer_tokens: int, prompt_hash: str) -> dict[str, Any]:
+        """The ``prompt_ledgers`` columns once the answer is stored (app/turns/
+        ledger_repository.py ``save_ledger``)."""
+        return {
+            "epoch": self.epoch,
+            "answer_sequence": answer_sequence,
+            "answer_tokens": answer_tokens,
+            "own_system_hash": self.own_system_hash,
+            "attachments_key": self.attachments_key,
+            "tokens": self.tokens,
+            "system_tokens": self.system_tokens,
+            "memory_tokens": self.memory_tokens,
+            "chain_hash": prompt_hash,
+            "cleared_tool_results": self.cleared_tool_results,
+            "cleared_tokens": self.cleared_tokens,
+            "messages_excluded": self.messages_excluded,
+            "messages": self.encoded_messages,
+            "artifacts": orjson.dumps(self.artifacts),
+        }

@@ -241,7 +241,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         epoch=built.decision.epoch,
         own_system_hash=own_hash,
         attachments_key=_attachments_key(request),
-        messages=list(built.messages),  # before cache marks, which move every call
+        encoded_messages=orjson.dumps(built.messages),  # before cache marks: they move
         tokens=max(0, utilization.tokens_used - utilization.breakdown.tools - REPLY_PRIMER),
         system_tokens=utilization.breakdown.system,
         memory_tokens=utilization.breakdown.memory,
@@ -387,17 +387,12 @@ async def record(
                     session,
                     prepared.caller.tenant_id,
                     resolved.conversation_id,
-                    prepared.prompt.ledger(
+                    prepared.prompt.row(
                         answer.sequence_number, answer.token_count, prepared.prompt_hash
                     ),
                 )
             if prepared.on_record is not None:
                 await prepared.on_record(session, prepared, answer, usage)
-        sample = sample_ratio(
-            prepared.utilization.tokens_used, usage.prompt_tokens if usage else None
-        )
-        if sample is not None and answer is not None:
-            await state.calibration.record(session, request.model, sample)
         await request_log_repository.insert(
             session,
             {
@@ -420,6 +415,9 @@ async def record(
                 "context_utilization": prepared.utilization.model_dump(mode="json"),
             },
         )
+    sample = sample_ratio(prepared.utilization.tokens_used, usage.prompt_tokens if usage else None)
+    if sample is not None and answer is not None:
+        state.calibration.observe(request.model, sample)
     observe_chat(prepared, usage, cost, status)
     if answer is not None:  # background compaction / memory extraction, as they are due
         schedule_memory_work(state, prepared, usage)
