@@ -190,7 +190,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     envelopes = {MESSAGES_PREFIX: anthropic_error_response}  # OpenAI's everywhere else
     install_error_handlers(app, envelopes)
-    app.add_middleware(TextCheckMiddleware)  # inside the size limit: bodies are bounded
+    # inside the size limit: bodies are bounded
+    app.add_middleware(TextCheckMiddleware, max_depth=settings.max_json_depth)
     app.add_middleware(
         BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes, renderers=envelopes
     )

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from app.protocol.bounds import MAX_USER_CHARS, Metadata, check_extra_size
 from app.protocol.chat import AttachmentRef, ContextOptions
 
 __all__ = [
@@ -27,6 +28,11 @@ __all__ = [
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="after")
+    def _bounded_extras(self) -> _Open:
+        check_extra_size(self.model_extra)  # kept as given in the stored input items
+        return self
 
 
 class ContentPart(_Open):
@@ -132,11 +138,11 @@ class ResponsesRequest(BaseModel):
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
-    metadata: dict[str, str] | None = None
+    metadata: Metadata | None = None
     reasoning: dict[str, Any] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     parallel_tool_calls: bool | None = None
-    user: str | None = None
+    user: str | None = Field(default=None, max_length=MAX_USER_CHARS)
     text: dict[str, Any] | None = None
 
     # contextgate's extensions
