@@ -6,7 +6,8 @@ connect or name lookup not to the fake upstream or the database is refused and w
 and none of the offline switches inherited. Then sends each probe's requests and counts
 failures: a 5xx, a status other than the one the case must get, a refused request that stored a
 conversation, an outbound connect, the upstream key anywhere in an answer, the request log, the
-stored responses or the server's log. Prints one Markdown table (README "Reliability").
+stored responses or the server's log, another tenant's data reached (bench/probe_tenants.py).
+Prints one Markdown table (README "Reliability").
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from bench.probe_cases import CLAUDE, MODEL, Case, hostile_cases
+from bench.probe_tenants import cross_tenant
 from tests.fake_upstream import FakeUpstream
 from tests.support.proxy import REPO, ContextgateServer
 
@@ -33,6 +35,7 @@ OFFLINE_SWITCHES = (
     "LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "TIKTOKEN_CACHE_DIR",
 )  # fmt: skip
 SECRETS_PROBE = "upstream key in any error field"
+TENANT_PROBE = "cross-tenant: another key's ids, continuations, deletes, lists"
 Counts = dict[str, tuple[int, int]]
 
 
@@ -174,6 +177,8 @@ def probe(directory: Path, fake: FakeUpstream, database_url: str) -> Counts:
         ) as http,
     ):
         attempts, failures = _secrets(http, fake)
+        fake.reset()  # faults the secrets probe left queued
+        counts[TENANT_PROBE] = cross_tenant(http, fake)
         fake.reset()
         for name, cases in hostile_cases().items():
             refused_before = len((directory / "refused.log").read_text().splitlines())
@@ -191,7 +196,7 @@ def table(results: dict[str, Counts]) -> str:
     backends = list(results)
     head = "| probe | " + " | ".join(f"{b}: attempts | failures" for b in backends) + " |"
     rule = "| --- |" + " --- | --- |" * len(backends)
-    names = [SECRETS_PROBE, *hostile_cases()]
+    names = [SECRETS_PROBE, TENANT_PROBE, *hostile_cases()]
     rows = [
         f"| {name} | " + " | ".join(f"{results[b][name][0]} | **{results[b][name][1]}**"
                                     for b in backends) + " |"
