@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 
 from app.protocol.bounds import MAX_USER_CHARS, Metadata, check_extra_size
 from app.protocol.chat import AttachmentRef, ContextOptions
+from app.responses.compaction_items import CompactionItem, CompactionTriggerItem
 
 __all__ = [
     "ContentPart",
@@ -97,13 +98,15 @@ InputItem = Annotated[
     Annotated[MessageItem, Tag("message")]
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
-    | Annotated[ReasoningItem, Tag("reasoning")],
+    | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[CompactionItem, Tag("compaction")]
+    | Annotated[CompactionTriggerItem, Tag("compaction_trigger")],
     Discriminator(
         _item_kind,
         custom_error_type="unsupported_item",
         custom_error_message=(
-            "Input items may be of type 'message', 'function_call', 'function_call_output' "
-            "or 'reasoning'"
+            "Input items may be of type 'message', 'function_call', 'function_call_output', "
+            "'reasoning', 'compaction' or 'compaction_trigger'"
         ),
     ),
 ]
@@ -129,8 +132,8 @@ class ResponsesRequest(BaseModel):
     input: str | list[InputItem]
     instructions: str | None = None
     previous_response_id: str | None = None
-    # Function tools (also inside ``namespace`` tools); hosted tools (web_search, …) are
-    # accepted and not forwarded: a chat upstream cannot run them.
+    # Function tools (also inside ``namespace`` tools); hosted tools (web_search, …) go on to
+    # OpenAI models (app/llm/native_responses.py) only: a chat upstream cannot run them.
     tools: list[dict[str, Any]] | None = None
     tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
     store: bool = True
@@ -141,6 +144,8 @@ class ResponsesRequest(BaseModel):
     metadata: Metadata | None = None
     reasoning: dict[str, Any] | None = None
     truncation: Literal["auto", "disabled"] | None = None
+    # [{"type": "compaction", "compact_threshold": N}]: management.py maps it onto the budget.
+    context_management: list[dict[str, Any]] | None = None
     parallel_tool_calls: bool | None = None
     user: str | None = Field(default=None, max_length=MAX_USER_CHARS)
     text: dict[str, Any] | None = None

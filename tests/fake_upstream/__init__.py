@@ -11,6 +11,9 @@ Default answers: "Echo: <last user text>"; "Tool results: a | b" after tool mess
 response_format json_object/json_schema; reasoning_content for `reasoning_effort` or models whose
 name contains "reasoner"; signed thinking_blocks too (litellm's shape for Anthropic) for models
 whose name contains "thinker".
+`POST /v1/responses` answers as OpenAI's Responses API does (openai_responses.py): reasoning
+items with sealed `encrypted_content` for reasoning models, verified when sent back; hosted
+`web_search` with `SEARCH:<query>`.
 
 Directives in the last user message (each until end of line):
     CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call.
@@ -20,7 +23,8 @@ A fault: {"status": 429, "headers": {...}, "body": {...}, "message": "..."}, {"h
 {"delay_ms": 500}, {"drop_after_chunks": 3} (non-stream: half the body), {"chunk_delay_ms": 20},
 {"status": 401, "quote_key": true} (the message quotes the key it got, as OpenAI's does),
 {"status": 400, "quote_key_in": ["code", "param", "type"]} (those error fields echo the
-Authorization header it got, as some providers do; with error_after_chunks too),
+Authorization header it got, as some providers do; with error_after_chunks too, also on
+/v1/responses, where the error event is a `response.failed`),
 {"content_type": "text/html", "body": "<html>…"} (that body with status 200 even to a stream),
 {"end_early": true} (a stream's content, then a clean close: no finish_reason, no [DONE]),
 {"error_after_chunks": 2, "quote_key": true} (a stream's first 2 events, the role and the first

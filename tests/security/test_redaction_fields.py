@@ -162,3 +162,36 @@ def test_every_string_field_of_a_mapped_error_is_masked() -> None:
     assert KEY not in repr((mapped.message, mapped.code, mapped.param, mapped.error_type))
     assert KEY not in repr(mapped.headers)
     assert KEY not in str(mapped)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_key_in_a_native_responses_error_is_masked(
+    client_for: Callable[[Settings], Any],
+    make_settings: Callable[..., Settings],
+    fake_upstream: FakeUpstream,
+    database_url: str,
+    stream: bool,
+) -> None:
+    """/v1/responses on the upstream's own Responses API (CONTEXTGATE_RESPONSES_NATIVE)."""
+    settings = make_settings(
+        database_url=database_url, upstream_api_key=KEY, responses_native="always"
+    )
+    client: httpx.AsyncClient = await client_for(settings)
+    for status in (400, 401, 500):
+        fake_upstream.reset()
+        fault = {"status": status, "quote_key": True, "quote_key_in": FIELDS}
+        fake_upstream.faults("*", [fault] * 3)
+        path, body = _door("responses", "gpt-4o-mini", stream)
+        response = await client.post(path, json=body)
+        assert fake_upstream.requests()[-1]["path"].endswith("/responses")
+        assert KEY not in response.text, (status, response.text)
+        assert MASK in response.text, (status, response.text)
+    if stream:  # the upstream's own response.failed, after the answer began
+        fake_upstream.reset()
+        fault = {"error_after_chunks": 3, "quote_key": True, "quote_key_in": FIELDS}
+        fake_upstream.faults("*", [fault])
+        response = await client.post(path, json=body)
+        assert "response.failed" in response.text, response.text
+        assert KEY not in response.text, response.text
+        assert MASK in response.text, response.text
+    assert KEY not in await _stored(database_url)
