@@ -17,6 +17,7 @@ from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
 from app.responses.objects import echo_fields, response_object
+from app.responses.references import record_output_items, resolve_request
 from app.responses.render import ResponsesRenderer
 from app.responses.repository import response_repository
 from app.responses.schemas import ResponsesRequest
@@ -41,6 +42,7 @@ async def build_turn(
     """The request as one chat turn; ``previous_response_id`` continues (or branches): the
     stored length the conversation must still have for the turn to go on it (TurnContext's
     ``continue_at``), else None."""
+    await resolve_request(state.database, caller.tenant_id, body)
     messages = chat_messages(body)
     params = chat_params(body)
     at: int | None = None
@@ -133,6 +135,14 @@ class NewResponse:
                 "incomplete_reason": None,
                 "created_at": utcnow(),
             },
+        )
+        await record_output_items(
+            session,
+            tenant_id=self.tenant_id,
+            response_id=self.id,
+            conversation_id=prepared.conversation_id,
+            sequence_number=answer.sequence_number,
+            output=self.output,
         )
 
     def body_of(self, result: TurnResult, incomplete: str | None) -> dict[str, Any]:

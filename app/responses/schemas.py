@@ -14,10 +14,12 @@ from app.protocol.chat import AttachmentRef, ContextOptions
 
 __all__ = [
     "ContentPart",
+    "ConversationParam",
     "FunctionCallItem",
     "FunctionCallOutputItem",
     "FunctionTool",
     "InputItem",
+    "ItemReference",
     "MessageItem",
     "ReasoningItem",
     "ResponsesRequest",
@@ -81,6 +83,14 @@ class ReasoningItem(_Open):
     status: str | None = None
 
 
+class ItemReference(_Open):
+    """``{"type": "item_reference", "id": …}``: an item stored earlier, resolved to it before
+    translation (app/responses/references.py)."""
+
+    type: Literal["item_reference"]
+    id: str = Field(min_length=1)
+
+
 def _item_kind(value: Any) -> str:
     if isinstance(value, dict):
         return str(value.get("type") or "message")
@@ -91,13 +101,14 @@ InputItem = Annotated[
     Annotated[MessageItem, Tag("message")]
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
-    | Annotated[ReasoningItem, Tag("reasoning")],
+    | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[ItemReference, Tag("item_reference")],
     Discriminator(
         _item_kind,
         custom_error_type="unsupported_item",
         custom_error_message=(
-            "Input items may be of type 'message', 'function_call', 'function_call_output' "
-            "or 'reasoning'"
+            "Input items may be of type 'message', 'function_call', 'function_call_output', "
+            "'reasoning' or 'item_reference'"
         ),
     ),
 ]
@@ -111,6 +122,10 @@ class FunctionTool(_Open):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+
+
+class ConversationParam(_Open):
+    id: str = Field(min_length=1)
 
 
 class ResponsesRequest(BaseModel):
@@ -138,8 +153,17 @@ class ResponsesRequest(BaseModel):
     parallel_tool_calls: bool | None = None
     user: str | None = None
     text: dict[str, Any] | None = None
+    # The stored conversation this turn continues (an id, or {"id": …}); echoed as
+    # {"id": …} in the Response. contextgate's ``conversation_id`` says the same.
+    conversation: str | ConversationParam | None = None
 
     # contextgate's extensions
     conversation_id: str | None = None
     attachments: list[AttachmentRef] = Field(default_factory=list)
     context: ContextOptions = Field(default_factory=ContextOptions)
+
+    def conversation_ref(self) -> str | None:
+        """The id ``conversation`` names (a string, or ``{"id": …}``)."""
+        if self.conversation is None or isinstance(self.conversation, str):
+            return self.conversation
+        return self.conversation.id
