@@ -34,7 +34,9 @@ def server(
 
 def issue_key(server: ContextgateServer, name: str) -> str:
     response = httpx.post(
-        f"{server.base_url}/keys", json={"name": name}, headers={"Authorization": f"Bearer {MASTER}"}
+        f"{server.base_url}/keys",
+        json={"name": name},
+        headers={"Authorization": f"Bearer {MASTER}"},
     )
     assert response.status_code == 201, response.text
     key: str = response.json()["key"]
@@ -133,8 +135,12 @@ def test_items_list_create_retrieve_delete(sdk: openai.OpenAI) -> None:
         conversation.id,
         items=[
             user("What is the weather?"),
-            {"type": "function_call", "call_id": "call_1", "name": "get_weather",
-             "arguments": '{"city": "Paris"}'},
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "get_weather",
+                "arguments": '{"city": "Paris"}',
+            },
             {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
             {"type": "message", "role": "assistant", "content": "It is sunny."},
         ],  # fmt: skip
@@ -182,7 +188,9 @@ def test_responses_conversation_continues_it(
     sdk: openai.OpenAI, fake_upstream: FakeUpstream
 ) -> None:
     conversation = sdk.conversations.create(items=[user("My name is Ada.")])
-    first = sdk.responses.create(model=MODEL, input="What is my name?", conversation=conversation.id)
+    first = sdk.responses.create(
+        model=MODEL, input="What is my name?", conversation=conversation.id
+    )
     assert first.conversation is not None
     assert first.conversation.id == conversation.id
     assert (first.model_extra or {})["conversation_id"] == conversation.id
@@ -231,7 +239,8 @@ def test_item_reference_resolves_the_callers_items(
     conversation = sdk.conversations.create(items=[user("gamma")])
     item = sdk.conversations.items.list(conversation.id).data[0]
     sdk.responses.create(
-        model=MODEL, input=[{"type": "item_reference", "id": item.id}, user("delta")]  # type: ignore[union-attr,list-item]
+        model=MODEL,
+        input=[{"type": "item_reference", "id": item.id}, user("delta")],  # type: ignore[union-attr,list-item]
     )
     assert [m["content"] for m in last_chat(fake_upstream)] == ["gamma", "delta"]
     # Another tenant's item, or an unknown one: 404, nothing stored, the model not called.
@@ -239,7 +248,8 @@ def test_item_reference_resolves_the_callers_items(
     for unknown in (answer_id, "msg_unknown", item.id):
         with pytest.raises(openai.NotFoundError) as caught:
             other.responses.create(
-                model=MODEL, input=[{"type": "item_reference", "id": unknown}, user("x")]  # type: ignore[list-item]
+                model=MODEL,
+                input=[{"type": "item_reference", "id": unknown}, user("x")],  # type: ignore[list-item]
             )
         assert caught.value.body["code"] == "item_not_found"  # type: ignore[index]
         assert caught.value.body["param"] == "input.0.id"  # type: ignore[index]
@@ -288,7 +298,7 @@ def test_bad_input_is_400_and_stores_nothing(
         ("POST", base, {"metadata": too_much}),
         ("POST", base, {}),
         ("POST", f"{base}/items", {"items": []}),
-        ("POST", f"{base}/items", {"items": [{"type": "message", "role": "robot", "content": "x"}]}),
+        ("POST", f"{base}/items", {"items": [{"type": "message", "role": "bot", "content": "x"}]}),
         ("GET", f"{base}/items?limit=0", None),
         ("GET", f"{base}/items?order=sideways", None),
         ("POST", "/responses", {"model": MODEL, "input": "x", "conversation": {"nope": 1}}),
