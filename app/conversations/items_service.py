@@ -91,7 +91,12 @@ class ItemsService:
         items: list[Any],
         fallback_model: str,
     ) -> list[StoredItem]:
-        """Append ``items`` at the conversation's end; the items now stored for them."""
+        """Append ``items`` at the conversation's end; the items stored for them.
+
+        Nothing is stored twice: items that repeat the conversation's newest stored messages
+        (a response on this conversation stored them already, as the Agents SDK's session
+        adds a turn's output after the turn) are not stored again, as the chat door skips a
+        resent history."""
         conversation = await conversation_service.get(session, tenant_id, conversation_id)
         model = conversation.model or fallback_model
         messages = await self._messages(session, tokens, tenant_id, items, model, "items")
@@ -99,9 +104,25 @@ class ItemsService:
             raise BadRequest(
                 "The items hold no message to store.", param="items", code="empty_input"
             )
-        first = await self._append(session, tenant_id, conversation, messages)
+        resolved = await conversation_service.resolve(
+            session,
+            tenant_id,
+            [m.to_openai() for m in messages],
+            [m.content_hash for m in messages],
+            conversation.id,
+        )
+        count = conversation.message_count
+        first = max(0, count - resolved.new_start)
+        if messages[resolved.new_start :]:
+            await self._append(session, tenant_id, conversation, messages[resolved.new_start :])
+        recorded = await items_repository.recorded_ids(session, tenant_id, conversation.id)
         rows = await items_repository.messages_from(session, conversation.id, first)
-        return [item for row in rows for item in message_items(row)]
+        return [
+            item
+            for row in rows
+            if row.status != DELETED
+            for item in message_items(row, recorded.get(row.sequence_number))
+        ]
 
     async def items(
         self, session: AsyncSession, tenant_id: str, conversation: Conversation

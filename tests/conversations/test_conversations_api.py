@@ -198,6 +198,13 @@ def test_responses_conversation_continues_it(
         "My name is Ada.",
         "What is my name?",
     ]
+    # Adding the turn's output as items again (the Agents SDK's session does) stores nothing
+    # twice: the items named are the ones stored.
+    again = sdk.conversations.items.create(
+        conversation.id,
+        items=[{"type": "message", "role": "assistant", "content": "Echo: What is my name?"}],
+    )
+    assert [item.id for item in again.data] == [first.output[0].id]  # type: ignore[union-attr]
     # {"id": …} works too; the second turn sees the first one.
     second = sdk.responses.create(
         model=MODEL, input="And again?", conversation={"id": conversation.id}
