@@ -242,6 +242,24 @@ def test_item_reference_resolves_the_callers_items(
     assert (second.model_extra or {})["conversation_id"] == (first.model_extra or {})[
         "conversation_id"
     ]
+    # A function call of an earlier response, by reference, followed by its output.
+    weather = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    ask = user('Weather? CALL_TOOL:get_weather:{"city": "Paris"}')
+    call = sdk.responses.create(model=MODEL, input=[ask], tools=[weather]).output[0]  # type: ignore[list-item]
+    assert call.type == "function_call"
+    sdk.responses.create(
+        model=MODEL,
+        tools=[weather],  # type: ignore[list-item]
+        input=[
+            ask,
+            {"type": "item_reference", "id": call.id},  # type: ignore[list-item,typeddict-item]
+            {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"},
+        ],
+    )
+    sent = last_chat(fake_upstream)
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[1]["tool_calls"][0]["id"] == call.call_id
+    assert sent[2]["content"] == "sunny"
     # A conversation item's id works too.
     conversation = sdk.conversations.create(items=[user("gamma")])
     item = sdk.conversations.items.list(conversation.id).data[0]
