@@ -12,6 +12,7 @@ from app.conversations.items_service import items_service
 from app.conversations.schemas import ConversationSummary, ItemsCreate
 from app.conversations.service import conversation_service
 from app.core.deps import CallerDep, StateDep
+from app.core.errors import BadRequest
 
 router = APIRouter(prefix="/v1/conversations/{conversation_id}/items", tags=["conversations"])
 
@@ -50,9 +51,12 @@ async def list_items(
 
 @router.post("")
 async def create_items(
-    conversation_id: str, body: ItemsCreate, caller: CallerDep, state: StateDep
+    conversation_id: str, caller: CallerDep, state: StateDep, body: ItemsCreate | None = None
 ) -> dict[str, Any]:
     async with state.database.writing() as session:
+        if body is None:  # someone else's id is a 404 before the body is looked at
+            await conversation_service.get(session, caller.tenant_id, conversation_id)
+            raise BadRequest("The request needs a JSON body with 'items'.", param="items")
         created = await items_service.add(
             session,
             state.tokens,

@@ -21,6 +21,7 @@ from app.conversations.schemas import (
 )
 from app.conversations.service import conversation_service
 from app.core.deps import CallerDep, StateDep
+from app.core.errors import BadRequest
 from app.memories.repository import memory_repository
 from app.memories.schemas import SummaryOut
 
@@ -50,8 +51,9 @@ async def list_conversations(
 
 @router.post("", response_model=ConversationSummary)
 async def create_conversation(
-    body: ConversationCreate, caller: CallerDep, state: StateDep
+    caller: CallerDep, state: StateDep, body: ConversationCreate | None = None
 ) -> ConversationSummary:
+    body = body or ConversationCreate()  # no body: an empty conversation, as at OpenAI
     async with state.database.writing() as session:
         conversation = await items_service.create(
             session,
@@ -66,9 +68,12 @@ async def create_conversation(
 
 @router.post("/{conversation_id}", response_model=ConversationSummary)
 async def update_conversation(
-    conversation_id: str, body: ConversationUpdate, caller: CallerDep, state: StateDep
+    conversation_id: str, caller: CallerDep, state: StateDep, body: ConversationUpdate | None = None
 ) -> ConversationSummary:
     async with state.database.writing() as session:
+        if body is None:  # someone else's id is a 404 before the body is looked at
+            await conversation_service.get(session, caller.tenant_id, conversation_id)
+            raise BadRequest("The request needs a JSON body with 'metadata'.", param="metadata")
         conversation = await items_service.update_metadata(
             session, caller.tenant_id, conversation_id, body.metadata
         )

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, BeforeValidator, Field
 
 from app.conversations.messages import ReasoningStep
+from app.core.timestamps import UtcDatetime
 from app.responses.schemas import InputItem
 
 __all__ = [
@@ -40,8 +41,8 @@ Metadata = Annotated[
 
 
 class ConversationSummary(BaseModel):
-    """OpenAI's Conversation object (id, object, created_at, metadata) and contextgate's
-    fields."""
+    """OpenAI's Conversation object (id, object, created_at in Unix seconds as OpenAI's
+    objects carry it, metadata) and contextgate's fields."""
 
     id: str
     object: Literal["conversation"] = "conversation"
@@ -53,7 +54,7 @@ class ConversationSummary(BaseModel):
     model: str | None
     message_count: int
     total_tokens: int
-    updated_at: UnixTime
+    updated_at: UtcDatetime  # contextgate's field, in contextgate's form (ISO 8601, UTC)
 
 
 class StoredMessage(BaseModel):

@@ -131,6 +131,11 @@ def test_create_retrieve_update_delete(sdk: openai.OpenAI) -> None:
 def test_items_list_create_retrieve_delete(sdk: openai.OpenAI) -> None:
     conversation = sdk.conversations.create()
     assert sdk.conversations.items.list(conversation.id).data == []
+    # No body at all (curl): an empty conversation too.
+    bare = sdk.post("/conversations", cast_to=httpx.Response)
+    assert (bare.status_code, bare.json()["object"], bare.json()["metadata"]) == (
+        200, "conversation", {},
+    )  # fmt: skip
     created = sdk.conversations.items.create(
         conversation.id,
         items=[
