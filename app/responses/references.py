@@ -30,6 +30,9 @@ __all__ = [
 ]
 
 _ITEM: TypeAdapter[Any] = TypeAdapter(InputItem)
+# The output items that render the stored answer (others, such as a compaction item, do not
+# belong to its message and are not recorded).
+_MESSAGE_ITEMS = ("reasoning", "message", "function_call")
 
 
 async def resolve_request(database: Database, tenant_id: str, body: ResponsesRequest) -> None:
@@ -127,7 +130,8 @@ async def record_output_items(
     sequence_number: int,
     output: list[dict[str, Any]],
 ) -> None:
-    """Remember where each output item of a stored Response lives (in the turn's transaction)."""
+    """Remember where each output item of a stored Response lives (in the turn's transaction):
+    its place among the answer's items, as ``message_items`` renders the stored answer."""
     await items_repository.record(
         session,
         [
@@ -139,7 +143,9 @@ async def record_output_items(
                 "sequence_number": sequence_number,
                 "position": position,
             }
-            for position, item in enumerate(output)
+            for position, item in enumerate(
+                item for item in output if item.get("type") in _MESSAGE_ITEMS
+            )
             if item.get("id")
         ],
     )
