@@ -42,7 +42,12 @@ async def build_turn(
     """The request as one chat turn; ``previous_response_id`` continues (or branches): the
     stored length the conversation must still have for the turn to go on it (TurnContext's
     ``continue_at``), else None."""
-    await resolve_request(state.database, caller.tenant_id, body)
+    await resolve_request(
+        state.database,
+        caller.tenant_id,
+        body,
+        store_false_strict=state.settings.responses_store_false == "passthrough",
+    )
     messages = chat_messages(body)
     params = chat_params(body)
     at: int | None = None

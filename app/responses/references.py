@@ -35,9 +35,15 @@ _ITEM: TypeAdapter[Any] = TypeAdapter(InputItem)
 _MESSAGE_ITEMS = ("reasoning", "message", "function_call")
 
 
-async def resolve_request(database: Database, tenant_id: str, body: ResponsesRequest) -> None:
+async def resolve_request(
+    database: Database, tenant_id: str, body: ResponsesRequest, *, store_false_strict: bool
+) -> None:
     """Check the request's ``conversation`` (the caller's own) and make it the turn's
-    ``conversation_id``; replace its ``item_reference`` items by what they name."""
+    ``conversation_id``; replace its ``item_reference`` items by what they name.
+
+    ``store_false_strict``: ``store: false`` stores and manages nothing here
+    (``CONTEXTGATE_RESPONSES_STORE_FALSE=passthrough``), so a ``conversation`` with it would be
+    silently ignored: refused instead."""
     conversation = body.conversation_ref()
     references = isinstance(body.input, list) and any(
         isinstance(item, ItemReference) for item in body.input
@@ -45,6 +51,13 @@ async def resolve_request(database: Database, tenant_id: str, body: ResponsesReq
     if conversation is None and not references:
         return
     if conversation is not None:
+        if not body.store and store_false_strict:
+            raise BadRequest(
+                "'conversation' continues a stored conversation, and this server stores "
+                "nothing for 'store: false' (CONTEXTGATE_RESPONSES_STORE_FALSE=passthrough).",
+                param="store",
+                code="invalid_request",
+            )
         if body.previous_response_id is not None:
             raise BadRequest(
                 "Send either previous_response_id or conversation, not both.",

@@ -221,10 +221,20 @@ def test_responses_conversation_continues_it(
     ]  # fmt: skip
     # The turns are the conversation's items, under the ids the responses gave them.
     items = sdk.conversations.items.list(conversation.id, order="asc").data
-    assert len(items) == 5
+    assert len(items) == 5  # the seed, then two turns
     assert items[2].id == first.output[0].id  # type: ignore[union-attr]
     assert items[4].id == second.output[0].id  # type: ignore[union-attr]
     assert sdk.responses.retrieve(second.id).conversation.id == conversation.id  # type: ignore[union-attr]
+    # Streamed: the events' Response names the conversation too.
+    with sdk.responses.stream(
+        model=MODEL, input="Streamed?", conversation=conversation.id
+    ) as stream:
+        streamed = stream.get_final_response()
+    assert streamed.conversation is not None
+    assert streamed.conversation.id == conversation.id
+    assert [m["content"] for m in last_chat(fake_upstream)][-2:] == [
+        "Echo: And again?", "Streamed?",
+    ]  # fmt: skip
     # A deleted item is no longer sent.
     sdk.conversations.items.delete(items[2].id, conversation_id=conversation.id)  # type: ignore[arg-type]
     sdk.responses.create(model=MODEL, input="Last one", conversation=conversation.id)
@@ -332,6 +342,10 @@ def test_bad_input_is_400_and_stores_nothing(
         ("GET", f"{base}/items?limit=0", None),
         ("GET", f"{base}/items?order=sideways", None),
         ("POST", "/responses", {"model": MODEL, "input": "x", "conversation": {"nope": 1}}),
+        # store: false stores nothing on this server (passthrough): the conversation would be
+        # silently ignored.
+        ("POST", "/responses", {"model": MODEL, "input": "x", "conversation": conversation.id,
+                                "store": False}),
         ("POST", "/responses", {"model": MODEL, "input": "x", "conversation": conversation.id,
                                 "previous_response_id": "resp_1"}),
     ]:  # fmt: skip
