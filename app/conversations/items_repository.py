@@ -30,6 +30,16 @@ class ItemsRepository:
         )
         return (await session.execute(statement)).scalar_one_or_none()
 
+    async def message_at(
+        self, session: AsyncSession, tenant_id: str, conversation_id: str, sequence: int
+    ) -> Message | None:
+        statement = select(Message).where(
+            self.messages.tenant_clause(tenant_id),
+            Message.conversation_id == conversation_id,
+            Message.sequence_number == sequence,
+        )
+        return (await session.execute(statement)).scalar_one_or_none()
+
     async def messages_from(
         self, session: AsyncSession, conversation_id: str, first_sequence: int
     ) -> list[Message]:

@@ -20,6 +20,8 @@ from app.conversations.items_repository import items_repository
 from app.conversations.repository import conversation_repository
 from app.core.database import Database
 from app.core.errors import BadRequest, NotFound
+from app.db.models import ResponseItem
+from app.llm.responses_items import NATIVE_BLOCK
 from app.responses.repository import response_repository
 from app.responses.schemas import InputItem, ItemReference, ResponsesRequest
 
@@ -121,6 +123,8 @@ async def _stored_items(
         for item in record.output if record is not None else ():
             if item.get("id") == item_id:
                 found[item_id] = dict(item)
+        if found.get(item_id, {}).get("type") == "reasoning":
+            found[item_id] = await _whole_reasoning(session, tenant_id, row, found[item_id])
     for item_id in ids:
         parsed = parse_derived_id(item_id)
         if item_id in found or parsed is None:
@@ -132,6 +136,24 @@ async def _stored_items(
             if stored.position == parsed[1] and stored.item["id"] == item_id:
                 found[item_id] = stored.item
     return found
+
+
+async def _whole_reasoning(
+    session: AsyncSession, tenant_id: str, row: ResponseItem, shown: dict[str, Any]
+) -> dict[str, Any]:
+    """A reasoning item as stored, not as shown: a client that did not ask for
+    ``reasoning.encrypted_content`` got the item without it, but the provider needs it back
+    (OpenAI's own item is kept verbatim among the answer's blocks)."""
+    if shown.get("encrypted_content"):
+        return shown
+    message = await items_repository.message_at(
+        session, tenant_id, row.conversation_id, row.sequence_number
+    )
+    for block in (message.thinking_blocks or ()) if message is not None else ():
+        item = block.get("item") if block.get("type") == NATIVE_BLOCK else None
+        if isinstance(item, dict) and item.get("id") == row.id:
+            return dict(item)
+    return shown
 
 
 async def record_output_items(
