@@ -235,6 +235,15 @@ def test_responses_conversation_continues_it(
     assert [m["content"] for m in last_chat(fake_upstream)][-2:] == [
         "Echo: And again?", "Streamed?",
     ]  # fmt: skip
+    # store: false (managed by default): the turn still goes on the conversation.
+    unstored = sdk.responses.create(
+        model=MODEL, input="Unstored?", conversation=conversation.id, store=False
+    )
+    assert unstored.conversation is not None
+    assert unstored.conversation.id == conversation.id
+    assert [m["content"] for m in last_chat(fake_upstream)][-2:] == [
+        "Echo: Streamed?", "Unstored?",
+    ]  # fmt: skip
     # A deleted item is no longer sent.
     sdk.conversations.items.delete(items[2].id, conversation_id=conversation.id)  # type: ignore[arg-type]
     sdk.responses.create(model=MODEL, input="Last one", conversation=conversation.id)
@@ -342,10 +351,6 @@ def test_bad_input_is_400_and_stores_nothing(
         ("GET", f"{base}/items?limit=0", None),
         ("GET", f"{base}/items?order=sideways", None),
         ("POST", "/responses", {"model": MODEL, "input": "x", "conversation": {"nope": 1}}),
-        # store: false stores nothing on this server (passthrough): the conversation would be
-        # silently ignored.
-        ("POST", "/responses", {"model": MODEL, "input": "x", "conversation": conversation.id,
-                                "store": False}),
         ("POST", "/responses", {"model": MODEL, "input": "x", "conversation": conversation.id,
                                 "previous_response_id": "resp_1"}),
     ]:  # fmt: skip

@@ -16,9 +16,13 @@ from app.conversations.items_service import items_service
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import conversation_service
 from app.core.database import Database, create_database
-from app.core.errors import NotFound
-from app.responses.references import record_output_items, resolve_references
-from app.responses.schemas import ItemReference, MessageItem
+from app.core.errors import BadRequest, NotFound
+from app.responses.references import (
+    record_output_items,
+    resolve_references,
+    resolve_request,
+)
+from app.responses.schemas import ItemReference, MessageItem, ResponsesRequest
 from tests.integration.test_repositories import OTHER, TENANT
 
 MODEL = "gpt-4o-mini"
@@ -107,3 +111,19 @@ async def test_output_ids_resolve_for_their_tenant_only(db: Database) -> None:
         assert resolved[0].content[0].text == "q"
         with pytest.raises(NotFound):
             await resolve_references(session, OTHER, refs)
+
+
+async def test_conversation_with_store_false_where_it_is_passed_through(db: Database) -> None:
+    async with db.writing() as session:
+        conversation = await items_service.create(
+            session, TokenCounter(), TENANT, items=[], metadata=None, model=MODEL
+        )
+    body = ResponsesRequest(model=MODEL, input="x", conversation=conversation.id, store=False)
+    with pytest.raises(BadRequest) as refused:  # ignoring it would lose the history silently
+        await resolve_request(db, TENANT, body, store_false_strict=True)
+    assert refused.value.param == "store"
+    await resolve_request(db, TENANT, body, store_false_strict=False)
+    assert body.conversation_id == conversation.id
+    foreign = ResponsesRequest(model=MODEL, input="x", conversation={"id": conversation.id})
+    with pytest.raises(NotFound):
+        await resolve_request(db, OTHER, foreign, store_false_strict=False)
