@@ -258,7 +258,11 @@ async def _load(
         Message.content,
         Message.created_at,
         Message.tool_call_id,
-    ).where(Message.id.in_(list(similarity)), message_scope.tenant_clause(tenant_id))
+    ).where(
+        Message.id.in_(list(similarity)),
+        message_scope.tenant_clause(tenant_id),
+        Message.status != "deleted",  # deleted through the Conversations API: never recalled
+    )
     rows = (await session.execute(statement)).all()
     names: dict[str, str] = {}
     tool_rows = [r for r in rows if r.role == "tool"]

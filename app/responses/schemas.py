@@ -16,10 +16,12 @@ from app.responses.compaction_items import CompactionItem, CompactionTriggerItem
 
 __all__ = [
     "ContentPart",
+    "ConversationParam",
     "FunctionCallItem",
     "FunctionCallOutputItem",
     "FunctionTool",
     "InputItem",
+    "ItemReference",
     "MessageItem",
     "ReasoningItem",
     "ResponsesRequest",
@@ -88,6 +90,14 @@ class ReasoningItem(_Open):
     status: str | None = None
 
 
+class ItemReference(_Open):
+    """``{"type": "item_reference", "id": …}``: an item stored earlier, resolved to it before
+    translation (app/responses/references.py)."""
+
+    type: Literal["item_reference"]
+    id: str = Field(min_length=1)
+
+
 def _item_kind(value: Any) -> str:
     if isinstance(value, dict):
         return str(value.get("type") or "message")
@@ -99,6 +109,7 @@ InputItem = Annotated[
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
     | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[ItemReference, Tag("item_reference")]
     | Annotated[CompactionItem, Tag("compaction")]
     | Annotated[CompactionTriggerItem, Tag("compaction_trigger")],
     Discriminator(
@@ -106,7 +117,7 @@ InputItem = Annotated[
         custom_error_type="unsupported_item",
         custom_error_message=(
             "Input items may be of type 'message', 'function_call', 'function_call_output', "
-            "'reasoning', 'compaction' or 'compaction_trigger'"
+            "'reasoning', 'item_reference', 'compaction' or 'compaction_trigger'"
         ),
     ),
 ]
@@ -120,6 +131,10 @@ class FunctionTool(_Open):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+
+
+class ConversationParam(_Open):
+    id: str = Field(min_length=1)
 
 
 class ResponsesRequest(BaseModel):
@@ -149,8 +164,17 @@ class ResponsesRequest(BaseModel):
     parallel_tool_calls: bool | None = None
     user: str | None = Field(default=None, max_length=MAX_USER_CHARS)
     text: dict[str, Any] | None = None
+    # The stored conversation this turn continues (an id, or {"id": …}); echoed as
+    # {"id": …} in the Response. contextgate's ``conversation_id`` says the same.
+    conversation: str | ConversationParam | None = None
 
     # contextgate's extensions
     conversation_id: str | None = None
     attachments: list[AttachmentRef] = Field(default_factory=list)
     context: ContextOptions = Field(default_factory=ContextOptions)
+
+    def conversation_ref(self) -> str | None:
+        """The id ``conversation`` names (a string, or ``{"id": …}``)."""
+        if self.conversation is None or isinstance(self.conversation, str):
+            return self.conversation
+        return self.conversation.id
