@@ -27,8 +27,9 @@ FILLER = (
 ) * 2
 
 
-async def seed(state: Any, tenant_id: str, count: int) -> str:
-    """A conversation of ``count`` stored messages (system prompt first), stored in one go."""
+async def seed(state: Any, tenant_id: str, count: int, *, vectors: bool = True) -> str:
+    """A conversation of ``count`` stored messages (system prompt first), stored in one go;
+    ``vectors``: with their recall vectors, as the background leaves them (else a backlog)."""
     from app.conversations.messages import ConversationMessage
     from app.conversations.service import conversation_service
     from app.db.models import new_id
@@ -52,7 +53,44 @@ async def seed(state: Any, tenant_id: str, count: int) -> str:
                 model="bench-model",
             )
         _mark_compacted(session, conversation, messages)
+    if vectors and state.embedder is not None:
+        await _seed_vectors(state, tenant_id, conversation_id)
     return conversation_id
+
+
+async def _seed_vectors(state: Any, tenant_id: str, conversation_id: str) -> None:
+    """Steady state of message recall too: every message embedded as it was stored (random
+    unit vectors of the embedder's size: what is timed is the search, not the model)."""
+    import numpy as np
+    from sqlalchemy import insert, select
+
+    from app.db.models import Message, MessageVector
+    from app.memories.embedder import encode_vector
+
+    rng = np.random.default_rng(26)
+    dimensions = int(getattr(state.embedder, "dimensions", 384))
+    async with state.database.writing() as session:
+        rows = (
+            await session.execute(
+                select(
+                    Message.id, Message.sequence_number, Message.turn_number, Message.role,
+                    Message.created_at,
+                ).where(Message.conversation_id == conversation_id)
+            )
+        ).all()  # fmt: skip
+        values = []
+        for row in rows:
+            vector = rng.standard_normal(dimensions).astype(np.float32)
+            values.append(
+                {
+                    "message_id": row.id, "conversation_id": conversation_id,
+                    "tenant_id": tenant_id, "user_id": None,
+                    "sequence_number": row.sequence_number, "turn_number": row.turn_number,
+                    "role": row.role, "embedding": encode_vector(vector / np.linalg.norm(vector)),
+                    "embedding_model": state.embedder.name, "created_at": row.created_at,
+                }
+            )  # fmt: skip
+        await session.execute(insert(MessageVector), values)
 
 
 RAW_TAIL_TURNS = 10

@@ -20,7 +20,7 @@ from app.llm.responses import Usage
 from app.memories.compaction import CompactionReport, Compactor
 from app.memories.extraction import extraction_due, run_extraction
 from app.memories.periodic import periodic_due, run_periodic_summary
-from app.memories.vectors import schedule_message_vectors
+from app.memories.vector_backlog import schedule_message_vectors
 
 __all__ = ["compaction_ratio", "schedule_memory_work"]
 

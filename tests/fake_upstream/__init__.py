@@ -13,7 +13,9 @@ name contains "reasoner"; signed thinking_blocks too (litellm's shape for Anthro
 whose name contains "thinker".
 
 Directives in the last user message (each until end of line):
-    CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call.
+    CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call
+                                   (also in the last message when it is a tool result:
+                                   a tool loop goes on).
     FAULT:<json fault>             apply that fault on every call that sees it.
 
 A fault: {"status": 429, "headers": {...}, "body": {...}, "message": "..."}, {"hang": true},
