@@ -143,7 +143,7 @@ async def search(
     embedding = asyncio.ensure_future(embedder.embed([query]))  # on its thread meanwhile
     try:
         vectors = await conversation_vectors(
-            cache, session, tenant_id, conversation_id, embedder.name
+            cache, session, tenant_id, conversation_id, embedder.name, through=before_sequence - 1
         )
     finally:
         query_vector = (await embedding)[0]

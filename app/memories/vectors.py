@@ -275,6 +275,11 @@ async def save_message_vectors(
             await session.execute(_insert_ignoring_duplicates(session), rows)
     except SQLAlchemyError:  # recall degrades (the next turn retries them), never the request
         logger.warning("message vectors not stored", exc_info=True)
+        return
+    state.memory.recall_vectors.stored(
+        (tenant_id, conversation_id, model),
+        [(m.id, m.sequence_number, v) for m, v in zip(messages, vectors, strict=True)],
+    )
 
 
 def _insert_ignoring_duplicates(session: AsyncSession) -> Any:
