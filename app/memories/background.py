@@ -55,7 +55,12 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
     budget = prepared.utilization.max_input_tokens
     model = helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
     ratio = compaction_ratio(state, request.context.compaction_ratio, request.model)
-    if usage is not None and budget and usage.prompt_tokens > ratio * budget:
+    if (
+        usage is not None
+        and budget
+        and usage.prompt_tokens > ratio * budget
+        and _may_compact(state, prepared)
+    ):
         _spawn(
             state,
             _compact_in_background(
@@ -83,6 +88,19 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
                     count_model=request.model,
                 ),
             )
+
+
+def _may_compact(state: AppState, prepared: Any) -> bool:
+    """Whether compaction could find a window: the raw region (the turns after the compacted
+    ones) holds more turns than the raw tail it always keeps. An agent's long tool loop is one
+    turn: compacting it would read the whole history back on every call to find nothing."""
+    resolved: ResolvedConversation = prepared.resolved
+    conversation = resolved.conversation
+    turns = conversation.turn_count if conversation is not None else 0
+    turns += sum(1 for m in prepared.new_messages if m.role == "user")
+    compacted = (conversation.compacted_turn or 0) if conversation is not None else 0
+    # +1: messages before the first user message (turn 0) may be raw too.
+    return turns - compacted + 1 > state.settings.raw_tail_turns
 
 
 def _recall_may_search(prepared: Any, usage: Usage | None, budget: int | None) -> bool:

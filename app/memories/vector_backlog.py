@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.state import AppState
 from app.db.models import Conversation
@@ -105,10 +106,12 @@ async def _vectorize_conversation(
     tenant_id, conversation_id = key
     batch = max(1, min(BACKLOG_BATCH, embedder.request_batch))
     before: int | None = None
+    cleared: int | None = None
     try:
-        cleared = await _cleared_sequence(state, tenant_id, conversation_id)
         while True:
             async with state.database.reading() as session:
+                if cleared is None:
+                    cleared = await _cleared_sequence(session, tenant_id, conversation_id)
                 missing = await missing_messages(
                     session, tenant_id, conversation_id, embedder.name,
                     before_sequence=before, tools_before=cleared, limit=batch, newest_first=True,
@@ -130,13 +133,12 @@ async def _vectorize_conversation(
         logger.warning("message vectors failed", exc_info=True)
 
 
-async def _cleared_sequence(state: AppState, tenant_id: str, conversation_id: str) -> int:
-    async with state.database.reading() as session:
-        cleared = await session.scalar(
-            select(Conversation.cache_cleared_sequence).where(
-                Conversation.id == conversation_id, conversation_scope.tenant_clause(tenant_id)
-            )
+async def _cleared_sequence(session: AsyncSession, tenant_id: str, conversation_id: str) -> int:
+    cleared = await session.scalar(
+        select(Conversation.cache_cleared_sequence).where(
+            Conversation.id == conversation_id, conversation_scope.tenant_clause(tenant_id)
         )
+    )
     return int(cleared or 0)
 
 
