@@ -241,6 +241,22 @@ def render(results: dict[str, Any]) -> str:
             )
         lines.append("")
         lines.append("![history curve](history_curve.png)")
+    imported = (results.get("curve") or {}).get("import")
+    if imported:
+        lines.append("")
+        lines.append(
+            f"A history of {imported['count']:,} messages brought by one request, then continued "
+            "by id one request a second, the after-answer work running meanwhile (in-process, "
+            "SQLite; `measure_import` in bench/assembly.py): each request's time, the history's "
+            "messages with a recall vector by then, and what `context_utilization.notes` said:"
+        )
+        lines.append("")
+        lines.append("| request | ms | vectors | notes |")
+        lines.append("|---|---|---|---|")
+        for row in imported["rows"]:
+            notes = "; ".join(row.get("notes") or []) or "—"
+            vectors = row.get("vectors", "—")
+            lines.append(f"| {row['request']} | {_fmt(row['ms'])} | {vectors} | {notes} |")
     return "\n".join(lines)
 
 

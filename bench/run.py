@@ -347,7 +347,7 @@ def measure_workers_on(
 
 
 def measure_curve(logs: Path, fake: Any, plan: Plan) -> dict[str, Any]:
-    from bench.assembly import measure, plot
+    from bench.assembly import measure, measure_import, plot
 
     print("history curve: context assembly vs stored messages", flush=True)
     rows = asyncio.run(
@@ -357,7 +357,11 @@ def measure_curve(logs: Path, fake: Any, plan: Plan) -> dict[str, Any]:
         print(f"  {row['stored']:>6} stored: prepare {row['prepare_ms']:.2f} ms, "
               f"request {row['request_ms']:.2f} ms, {row['statements']} statements")  # fmt: skip
     plot(rows, BENCH / "history_curve.png", "contextgate: time vs stored history (SQLite)")
-    return {"sqlite": rows}
+    print("a 10,000-message history brought at once, then continued", flush=True)
+    imported = asyncio.run(measure_import(fake, f"sqlite+aiosqlite:///{logs}/import.db"))
+    for row in imported["rows"]:
+        print(f"  {row['request']:<11} {row['ms']:8.1f} ms  vectors {row.get('vectors', '—')}")
+    return {"sqlite": rows, "import": imported}
 
 
 if __name__ == "__main__":

@@ -22,13 +22,15 @@ from app.memories.extraction import extraction_due, run_extraction
 from app.memories.periodic import periodic_due, run_periodic_summary
 from app.memories.vector_backlog import schedule_message_vectors
 
-__all__ = ["compaction_ratio", "schedule_memory_work"]
+__all__ = ["COMPACTION_DEFERRED", "compaction_ratio", "schedule_memory_work"]
 
 logger = logging.getLogger(__name__)
 
 
 # Share of the token budget a conversation's prompt reaches before its messages are embedded.
 RECALL_VECTORS_FROM = 0.5
+# How a request's notes say that it left a compaction backlog to the background (hooks.py).
+COMPACTION_DEFERRED = "compaction deferred:"
 
 
 def _spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
@@ -55,10 +57,11 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
     budget = prepared.utilization.max_input_tokens
     model = helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
     ratio = compaction_ratio(state, request.context.compaction_ratio, request.model)
+    deferred = any(n.startswith(COMPACTION_DEFERRED) for n in prepared.utilization.notes)
     if (
         usage is not None
         and budget
-        and usage.prompt_tokens > ratio * budget
+        and (deferred or usage.prompt_tokens > ratio * budget)
         and _may_compact(state, prepared)
     ):
         _spawn(

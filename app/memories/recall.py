@@ -156,6 +156,7 @@ async def search(
         if rows.size:
             hits.add(vectors.message_ids[rows], vectors.matrix[rows] @ query_vector, min_similarity)
     missing: list[MissingMessage] = []
+    behind, owner = False, (tenant_id, conversation_id)
     if vectors.max_sequence < before_sequence - 1:  # the background has not caught up (yet)
         # The few just cut are embedded now; a backlog (a long history imported at once) is
         # the background's, at its bounded rate: this request searches what is embedded.
@@ -172,11 +173,13 @@ async def search(
         cut = [m for m in newest if m.sequence_number >= first_sequence]
         if len(newest) <= INLINE_EMBED:
             missing = cut
-        elif notes is not None:
-            notes.append(
-                f"message recall: searched the {vectors.size} messages embedded so far; "
-                "the rest of this conversation is being embedded in the background"
-            )
+        else:
+            behind = True
+    if notes is not None and (behind or state.memory.vector_backlog.behind(*owner)):
+        notes.append(
+            f"message recall: searched the {vectors.size} messages embedded so far; "
+            "the rest of this conversation is being embedded in the background"
+        )
     absent = tools.placeholders - {int(s) for s in vectors.sequences}
     absent -= {m.sequence_number for m in missing}
     if absent:  # cleared by this request or the previous ones: the newest few now

@@ -45,10 +45,21 @@ class VectorBacklog:
         self._again: dict[tuple[str, str], str | None] = {}  # running job -> its latest user
         self._rerun: set[tuple[str, str]] = set()
         self.slot = asyncio.Lock()
+        self._behind: set[tuple[str, str]] = set()  # a job found more than one batch
         self.batches = 0  # batches embedded so far (benchmarks read it)
 
     def running(self, tenant_id: str, conversation_id: str) -> bool:
         return (tenant_id, conversation_id) in self._again
+
+    def behind(self, tenant_id: str, conversation_id: str) -> bool:
+        """Whether this process is embedding a backlog of the conversation (recall says so)."""
+        return (tenant_id, conversation_id) in self._behind
+
+    def mark(self, key: tuple[str, str], behind: bool) -> None:
+        if behind:
+            self._behind.add(key)
+        else:
+            self._behind.discard(key)
 
     def start(self, key: tuple[str, str], user: str | None) -> bool:
         """True: start a job for ``key``; False: one runs and will go round once more."""
@@ -60,6 +71,7 @@ class VectorBacklog:
         return True
 
     def drop(self, key: tuple[str, str]) -> None:
+        self._behind.discard(key)
         self._rerun.discard(key)
         self._again.pop(key, None)
 
@@ -121,9 +133,12 @@ async def _vectorize_conversation(
                     frozenset(state.settings.cache_exclude_tools),
                 )  # fmt: skip
             if not missing:
+                backlog.mark(key, False)
                 return
+            backlog.mark(key, before is not None or len(missing) == batch)
             took = await _embed_batch(state, backlog, embedder, key, user, missing, excluded)
             if len(missing) < batch:
+                backlog.mark(key, False)
                 return
             before = min(m.sequence_number for m in missing)
             await asyncio.sleep(took * (1 / BACKLOG_DUTY - 1))  # the bounded rate
