@@ -109,6 +109,7 @@ class MissingMessage:
     text: str
     created_at: datetime
     tool_call_id: str | None = None
+    stale: bool = False  # it has a vector of another embedder, to be replaced
 
 
 async def missing_messages(
@@ -144,6 +145,7 @@ async def missing_messages(
             Message.content,
             Message.created_at,
             Message.tool_call_id,
+            MessageVector.id,
         )
         .outerjoin(MessageVector, MessageVector.message_id == Message.id)
         .where(
@@ -165,7 +167,16 @@ async def missing_messages(
     if newest_first:
         rows.reverse()
     return [
-        MissingMessage(row[0], row[1], row[2], row[3], text_of(row[4]).strip(), row[5], row[6])
+        MissingMessage(
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            text_of(row[4]).strip(),
+            row[5],
+            row[6],
+            stale=row[7] is not None,
+        )  # fmt: skip
         for row in rows
     ]
 
@@ -262,14 +273,15 @@ async def save_message_vectors(
         return
     try:
         async with state.database.writing() as session:
-            stale = [row["message_id"] for row in rows]  # vectors of a previous embedder
-            await session.execute(
-                delete(MessageVector).where(
-                    MessageVector.message_id.in_(stale),
-                    MessageVector.embedding_model.is_not(None),
-                    MessageVector.embedding_model != model,
+            stale = [m.id for m in messages if m.stale]  # vectors of a previous embedder
+            if stale:
+                await session.execute(
+                    delete(MessageVector).where(
+                        MessageVector.message_id.in_(stale),
+                        MessageVector.embedding_model.is_not(None),
+                        MessageVector.embedding_model != model,
+                    )
                 )
-            )
             # Another task (this process's previous turn, or another worker) may have stored
             # some of them first: those are skipped, the rest still land.
             await session.execute(_insert_ignoring_duplicates(session), rows)
