@@ -23,6 +23,7 @@ from app.db.models import Conversation
 from app.db.repository import conversation_scope
 from app.memories.embedder import Embedder, EmbeddingFailed
 from app.memories.vectors import (
+    MissingMessage,
     embed_messages,
     excluded_tool_results,
     missing_messages,
@@ -132,7 +133,7 @@ async def _vectorize_conversation(
                     session, tenant_id, conversation_id, missing,
                     frozenset(state.settings.cache_exclude_tools),
                 )  # fmt: skip
-            if not missing:
+            if not missing or _nothing_to_store(missing, batch, first=before is None):
                 backlog.mark(key, False)
                 return
             backlog.mark(key, before is not None or len(missing) == batch)
@@ -146,6 +147,13 @@ async def _vectorize_conversation(
         logger.warning("message vectors failed", extra={"error": str(exc)})
     except Exception:
         logger.warning("message vectors failed", exc_info=True)
+
+
+def _nothing_to_store(missing: list[MissingMessage], batch: int, *, first: bool) -> bool:
+    """Only messages without text (an agent's tool calls), no vector of another embedder, and
+    room for more: their empty rows wait for a batch with something to embed (or a full one),
+    instead of a write transaction after every call of a tool loop."""
+    return first and len(missing) < batch and not any(m.text or m.stale for m in missing)
 
 
 async def _cleared_sequence(session: AsyncSession, tenant_id: str, conversation_id: str) -> int:
