@@ -36,8 +36,11 @@ __all__ = [
 _SUSPECT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 _BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
 # A JSON number of 19 digits or more may not fit the 64 bits orjson (and so every door's
-# serialization, hashing and storage) handles.
-_LONG_NUMBER = re.compile(rb"[0-9]{19,}")
+# serialization, hashing and storage) handles. Found as a run of 19 digits in the body with
+# every digit mapped to "0" and every other byte to " ": a translate and a substring search
+# (~1 ms for an agent's 600 KB body) instead of a regex that tries every position (~11 ms).
+_DIGITS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_LONG_RUN = b"0" * 19
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 
 
@@ -118,7 +121,7 @@ def check_json_body(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> Non
                 code="json_too_deep",
             )
         )
-    if not _SUSPECT.search(body) and not _LONG_NUMBER.search(body):
+    if not _SUSPECT.search(body) and _LONG_RUN not in body.translate(_DIGITS):
         return
     try:
         parsed = json.loads(body)

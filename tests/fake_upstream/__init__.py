@@ -16,7 +16,9 @@ items with sealed `encrypted_content` for reasoning models, verified when sent b
 `web_search` with `SEARCH:<query>`.
 
 Directives in the last user message (each until end of line):
-    CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call.
+    CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call
+                                   (also in the last message when it is a tool result:
+                                   a tool loop goes on).
     FAULT:<json fault>             apply that fault on every call that sees it.
 
 A fault: {"status": 429, "headers": {...}, "body": {...}, "message": "..."}, {"hang": true},
