@@ -11,6 +11,7 @@ from app.db.models.message_vector import MessageVector
 from app.db.models.prompt_ledger import PromptLedgerRow, TokenCalibrationRow
 from app.db.models.request_log import RequestLog
 from app.db.models.response import ResponseRecord
+from app.db.models.response_item import ResponseItem
 from app.db.models.summary import ConversationSummaryRow
 from app.db.models.ui_session import UiSession
 
@@ -26,6 +27,7 @@ __all__ = [
     "MessageVector",
     "PromptLedgerRow",
     "RequestLog",
+    "ResponseItem",
     "ResponseRecord",
     "TokenCalibrationRow",
     "UiSession",
