@@ -179,13 +179,23 @@ def _cache_options(edit: ClearToolUses, cache: CacheOptions, budget: int) -> Cac
 
 
 def edited_context(
-    management: ContextManagement, context: ContextOptions, budget: int
+    management: ContextManagement,
+    context: ContextOptions,
+    budget: int,
+    *,
+    new_user_turn: bool = False,
 ) -> ContextOptions:
     """The request's ``context`` options with its edits applied (``budget``: its input budget).
 
     The edits win over the request's own ``context.cache`` fields they speak of; tools listed in
-    either are protected (and the operator's always are: app/context/cache_policy.py)."""
+    either are protected (and the operator's always are: app/context/cache_policy.py). Clearing
+    older turns' thinking (``keep`` other than ``"all"``) rewrites what the prompt owner keeps:
+    a new user turn then rebuilds the prompt (``context.rebase``), whose older turns go without
+    their thinking, as Anthropic's own clearing does."""
     update: dict[str, Any] = {}
+    thinking = management.find(ClearThinking)
+    if thinking is not None and thinking.keep != "all" and new_user_turn:
+        update["rebase"] = True
     clear = management.find(ClearToolUses)
     if clear is not None:
         update["cache"] = _cache_options(clear, context.cache, budget)

@@ -87,7 +87,12 @@ async def create_message(
     check_chat_limits(state.settings, turn)
     management = body.context_management
     if management is not None:
-        turn.context = edited_context(management, turn.context, request_budget(state, turn))
+        turn.context = edited_context(
+            management,
+            turn.context,
+            request_budget(state, turn),
+            new_user_turn=turn.messages[-1].role == "user",
+        )
     context = TurnContext.of(request, turn, caller, upstream_headers=_upstream_headers(request))
     report = _edit_report(state, management)
     return await guarded(

@@ -36,6 +36,17 @@ def http(server: ContextgateServer) -> Iterator[httpx.Client]:
         yield client
 
 
+def _unmarked(value: Any) -> Any:
+    """Prompt-cache marks aside (a mark turns a string content into one marked text part)."""
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        if len(value) == 1 and isinstance(value[0], dict) and value[0].get("type") == "text":
+            return value[0]["text"]
+        return [_unmarked(v) for v in value]
+    return value
+
+
 def upstream_messages(fake: FakeUpstream) -> list[list[dict[str, Any]]]:
     return [r["body"]["messages"] for r in fake.requests() if r["path"].endswith("/completions")]
 
@@ -74,8 +85,7 @@ def test_tool_loop_resends_signed_thinking_and_only_within_the_loop(
     assert assistant[-1]["thinking_blocks"] == expected_blocks
     assert assistant[-1]["reasoning_content"] == thinking
 
-    # A new user message starts a new loop: the earlier turn's reasoning is no longer resent,
-    # but it stays stored.
+    # A new user message starts a new loop; the earlier turn's reasoning stays stored.
     ask(
         http,
         {
@@ -84,10 +94,14 @@ def test_tool_loop_resends_signed_thinking_and_only_within_the_loop(
             "stream": stream,
         },
     )
-    next_call = upstream_messages(fake_upstream)[-1]
-    for message in next_call:
-        assert "thinking_blocks" not in message
-        assert "reasoning_content" not in message
+    loop_prompt, next_call = upstream_messages(fake_upstream)[-2:]
+    # The prompt owner appends: the finished loop goes on as it was sent (its thinking
+    # included, byte for byte), and the new turn's answer is the only one without it.
+    assert _unmarked(next_call[: len(loop_prompt)]) == _unmarked(loop_prompt)
+    final_answer = next_call[len(loop_prompt)]
+    assert final_answer["role"] == "assistant"
+    assert "thinking_blocks" not in final_answer
+    assert "reasoning_content" not in final_answer
     stored = http.get(f"/v1/conversations/{conversation_id}").json()["messages"]
     assert stored[1]["thinking_blocks"] == expected_blocks
     assert [m["role"] for m in stored] == [

@@ -103,12 +103,13 @@ def test_thinking_comes_back_from_the_clients_own_items(
     assert issued["thinking"]["type"] == "enabled"
 
 
-def test_changed_instructions_mid_loop_withhold_the_thinking_and_turn_it_off(
+def test_changed_instructions_mid_loop_rebase_and_keep_the_thinking(
     sdk: openai.OpenAI, fake_upstream: FakeUpstream
 ) -> None:
-    """The thinking of answer 1 was produced after instructions A; sent after instructions B it
-    may not come back (seal.py): the loop's reasoning is withheld and extended thinking is off
-    for that call, or the provider would reject a tool loop whose answer lacks its thinking."""
+    """Other instructions mid-loop change what precedes the loop's answer: the prompt owner
+    rebuilds the prompt (a rebase, and why), and the loop's signed thinking still goes back
+    with extended thinking on: signatures cover the thinking itself, which the fake upstream
+    (like Anthropic) checks."""
     first = ask(sdk, input=ASK, instructions="Answer in English.")
     call = next(item for item in first.output if item.type == "function_call")
     output = [{"type": "function_call_output", "call_id": call.call_id, "output": "windy"}]
@@ -116,13 +117,13 @@ def test_changed_instructions_mid_loop_withhold_the_thinking_and_turn_it_off(
     assert second.status == "completed"
     assert second.output_text.endswith("Tool results: windy")
     sent = anthropic_calls(fake_upstream)[-1]
-    assert "thinking" not in sent
+    assert sent["thinking"]["type"] == "enabled"
     blocks = [b for m in sent["messages"] for b in m["content"] if isinstance(b, dict)]
-    assert not [b for b in blocks if b.get("type") in ("thinking", "redacted_thinking")]
+    assert [b for b in blocks if b.get("type") == "thinking"]
     utilization = second.model_extra["context_utilization"]
-    assert any(
-        "reasoning of the current tool loop was not resent" in n for n in utilization["notes"]
-    )
+    assert utilization["thinking_disabled"] is None
+    assert utilization["cache_stats"]["rebased"] is True
+    assert "system prompt changed" in utilization["cache_stats"]["rebase_reason"]
     assert utilization["cache_stats"]["prefix_kept"] is False
 
 
