@@ -119,7 +119,9 @@ async def seed_compacted(client: httpx.AsyncClient, fake_upstream: Any, turns: i
         body: dict[str, Any] = {
             "model": "fake-model",
             "messages": messages,
-            "context": {"max_input_tokens": 600},
+            # Compaction at the prompt owner's rebases, reported by the request that rebased
+            # (none in the background: that would be at 1.0 x the high-water mark).
+            "context": {"max_input_tokens": 600, "compaction_ratio": 1.0},
         }
         if conversation_id:
             body["conversation_id"] = conversation_id
