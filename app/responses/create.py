@@ -147,4 +147,5 @@ class NewResponse:
             conversation_id=result.conversation_id,
             context_utilization=result.prepared.utilization.model_dump(mode="json"),
             incomplete=incomplete,
+            cost=result.cost.model_dump(),
         )

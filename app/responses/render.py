@@ -89,6 +89,7 @@ class ResponsesRenderer:
         utilization: dict[str, Any] | None = None,
         incomplete: str | None = None,
         error: dict[str, Any] | None = None,
+        cost: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         done = status != "in_progress"
         return response_object(
@@ -104,6 +105,7 @@ class ResponsesRenderer:
             context_utilization=utilization,
             incomplete=incomplete,
             error=error,
+            cost=cost,
         )
 
     # ---- StreamRenderer ---------------------------------------------------------------
@@ -148,6 +150,7 @@ class ResponsesRenderer:
             usage=response_usage(result.usage),
             utilization=result.prepared.utilization.model_dump(mode="json"),
             incomplete=incomplete,
+            cost=result.cost.model_dump(),
         )
         kind = "response.incomplete" if incomplete else "response.completed"
         return [*out, self._event(kind, response=final)]

@@ -166,6 +166,7 @@ async def chat_completions(request: Request) -> Reply:
     if scripted is not None:
         delay_ms += float(scripted.get("delay_ms") or 0)
     answer = r.plan_answer(body, scripted, state.next_call_id)
+    cached = r.cached_prompt_tokens(body, state.cache_prefixes)
     n = state.next_completion()
     drop = fault.get("drop_after_chunks")
     common: dict[str, Any] = {
@@ -176,7 +177,7 @@ async def chat_completions(request: Request) -> Reply:
         chunk_delay = float(
             fault.get("chunk_delay_ms") or (scripted or {}).get("chunk_delay_ms") or 0
         )
-        events = r.stream_events(body, answer, n)
+        events = r.stream_events(body, answer, n, cached)
         if fault.get("end_early"):  # the content, then a clean close: no finish, no [DONE]
             events = [
                 e for e in events if b'"finish_reason":null' in e and b'"choices":[]' not in e
@@ -187,7 +188,7 @@ async def chat_completions(request: Request) -> Reply:
             error = r.error_body(int(fault.get("error_status") or 500), message)
             events = [*events[: int(after)], r.sse(error)]
         return FakeResponse(state.hooks, events=events, chunk_delay=chunk_delay / 1000, **common)
-    payload = orjson.dumps(r.completion(body, answer, n))
+    payload = orjson.dumps(r.completion(body, answer, n, cached))
     return FakeResponse(state.hooks, body=payload, **common)
 
 

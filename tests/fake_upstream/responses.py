@@ -83,14 +83,35 @@ def completion_tokens(answer: Answer) -> int:
     return len(answer.content or "") // 4 + 1
 
 
-def usage(body: dict[str, Any], answer: Answer) -> dict[str, int]:
+def usage(body: dict[str, Any], answer: Answer, cached: int = 0) -> dict[str, Any]:
     prompt = prompt_tokens(body.get("messages") or [])
     completion = completion_tokens(answer)
-    return {
+    result: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if cached:  # OpenAI's automatic prompt cache (cached_prompt_tokens)
+        result["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
+    return result
+
+
+def cached_prompt_tokens(body: dict[str, Any], seen: set[str]) -> int:
+    """OpenAI's automatic prompt cache, for models whose name contains "cacher" (others report
+    none): the longest message prefix of this prompt (tools included) that an earlier prompt
+    to the same model had, counted as ``prompt_tokens`` counts it. Every prefix is remembered."""
+    model = str(body.get("model", ""))
+    if "cacher" not in model:
+        return 0
+    messages = body.get("messages") or []
+    cached = 0
+    for k in range(1, len(messages) + 1):
+        head = orjson.dumps([model, body.get("tools"), messages[:k]], option=orjson.OPT_SORT_KEYS)
+        key = "openai:" + hashlib.sha256(head).hexdigest()
+        if key in seen:
+            cached = prompt_tokens(messages[:k])
+        seen.add(key)
+    return cached
 
 
 def _tool_call(n: int, name: str, arguments: Any) -> dict[str, Any]:
@@ -165,7 +186,7 @@ def _message(answer: Answer) -> dict[str, Any]:
     return message
 
 
-def completion(body: dict[str, Any], answer: Answer, n: int) -> dict[str, Any]:
+def completion(body: dict[str, Any], answer: Answer, n: int, cached: int = 0) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-fake-{n}",
         "object": "chat.completion",
@@ -180,7 +201,7 @@ def completion(body: dict[str, Any], answer: Answer, n: int) -> dict[str, Any]:
                 "finish_reason": answer.finish_reason,
             }
         ],
-        "usage": usage(body, answer),
+        "usage": usage(body, answer, cached),
     }
 
 
@@ -189,7 +210,7 @@ def split_words(text: str) -> list[str]:
     return [w for w in _WORDS.findall(text) if w]
 
 
-def stream_events(body: dict[str, Any], answer: Answer, n: int) -> list[bytes]:
+def stream_events(body: dict[str, Any], answer: Answer, n: int, cached: int = 0) -> list[bytes]:
     """Every SSE event of a streamed answer, in order, ending with `data: [DONE]`."""
     with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     base = {
@@ -244,7 +265,7 @@ def stream_events(body: dict[str, Any], answer: Answer, n: int) -> list[bytes]:
             chunk["usage"] = None
         events.append(sse(chunk))
     if with_usage:
-        events.append(sse({**base, "choices": [], "usage": usage(body, answer)}))
+        events.append(sse({**base, "choices": [], "usage": usage(body, answer, cached)}))
     events.append(b"data: [DONE]\n\n")
     return events
 
