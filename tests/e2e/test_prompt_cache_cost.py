@@ -2,9 +2,10 @@
 
 The fake upstream reports cache usage as each provider does: Anthropic's reads and writes at
 ``cache_control`` breakpoints (writes split 5-minute / 1-hour by ``ttl``), OpenAI's
-``cached_tokens`` for a model whose name contains "cacher". The prices are litellm's cost map:
-Claude Sonnet 4.5 ($3 in, $0.30 read, $3.75 5m write, $6 1h write, $15 out per MTok) and, for
-the "cacher" deployment (``base_model: gpt-4o``), GPT-4o ($2.50 in, $1.25 read, $10 out).
+``cached_tokens`` for a model whose name contains "cacher", Gemini's ``cachedContentTokenCount``.
+The prices are litellm's cost map: Claude Sonnet 4.5 ($3 in, $0.30 read, $3.75 5m write, $6 1h
+write, $15 out per MTok); for the "cacher" deployment (``base_model: gpt-4o``) GPT-4o ($2.50 in,
+$1.25 read, $10 out); Gemini 2.5 Flash ($0.30 in, $0.03 read, $2.50 out).
 Each response's ``cost``, the key's spend (GET /v1/keys), /metrics and the inspector agree.
 """
 
@@ -31,8 +32,10 @@ pytestmark = pytest.mark.e2e
 MASTER = "sk-master-cache-cost"
 CLAUDE = "claude-cache"
 CACHER = "gpt-cacher"
+GEMINI = "gemini-flash"
 SONNET = {"in": 3e-6, "read": 0.3e-6, "w5m": 3.75e-6, "w1h": 6e-6, "out": 15e-6}
 GPT4O = {"in": 2.5e-6, "read": 1.25e-6, "out": 10e-6}
+FLASH = {"in": 0.3e-6, "read": 0.03e-6, "out": 2.5e-6}
 SYSTEM = "You are a careful assistant who answers briefly. " * 40
 ONE_HOUR: Any = {"type": "ephemeral", "ttl": "1h"}
 FIVE_MIN: Any = {"type": "ephemeral"}
@@ -50,6 +53,14 @@ def server(
                 "model": ANTHROPIC_LITELLM_MODEL,
                 "api_base": fake_upstream_server.url,
                 "api_key": "sk-ant-fake-upstream",
+            },
+        },
+        {
+            "model_name": GEMINI,
+            "litellm_params": {
+                "model": "gemini/gemini-2.5-flash",
+                "api_base": f"{fake_upstream_server.url}/v1beta",
+                "api_key": "fake-gemini-key",
             },
         },
         {
@@ -373,3 +384,76 @@ def test_claude_on_the_chat_and_responses_doors_is_billed_its_cache(
     assert costs[1]["cache_read_cost"] > 0
     assert costs[3]["cache_read_cost"] > 0
     assert spend(server, key) == pytest.approx(sum(c["total_cost"] for c in costs))
+
+
+def test_gemini_implicit_hits_on_the_chat_and_messages_doors(
+    server: ContextgateServer, key: str, fake_upstream: FakeUpstream
+) -> None:
+    before = scrape(server)
+    sdk = openai.OpenAI(base_url=server.base_url, api_key=key, max_retries=0, timeout=60)
+    messages: Any = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "First question?"},
+    ]
+    first = sdk.chat.completions.create(model=GEMINI, messages=messages)
+    messages += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "Second question?"},
+    ]
+    chunks = list(
+        sdk.chat.completions.create(
+            model=GEMINI, messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    sdk.close()
+    calls = [r for r in fake_upstream.requests() if r["path"].startswith("/v1beta/models/")]
+    assert [r["path"].rsplit(":", 1)[1] for r in calls] == [
+        "generateContent",
+        "streamGenerateContent",
+    ]
+    costs = [(first.model_extra or {})["cost"], (chunks[-1].model_extra or {})["cost"]]
+    usages = [first.usage, chunks[-1].usage]
+    reads = []
+    for usage, cost in zip(usages, costs, strict=True):
+        assert usage is not None
+        details = usage.prompt_tokens_details
+        read = (details.cached_tokens if details else 0) or 0
+        reads.append(read)
+        assert cost["cache_read_cost"] == pytest.approx(read * FLASH["read"])
+        assert cost["cache_write_cost"] == 0.0
+        assert cost["prompt_cost"] == pytest.approx(
+            (usage.prompt_tokens - read) * FLASH["in"] + read * FLASH["read"]
+        )
+        assert cost["completion_cost"] == pytest.approx(usage.completion_tokens * FLASH["out"])
+    assert reads[0] == 0
+    assert reads[1] > 0  # the first prompt came back as the second's prefix
+
+    # The Anthropic door on the same Gemini model: its usage counts the read apart.
+    client = anthropic.Anthropic(base_url=server.url, api_key=key, max_retries=0, timeout=60)
+    ask: Any = [{"role": "user", "content": "A question for the messages door?"}]
+    once = client.messages.create(model=GEMINI, max_tokens=100, system=SYSTEM, messages=ask)
+    again = client.messages.create(
+        model=GEMINI,
+        max_tokens=100,
+        system=SYSTEM,
+        messages=[
+            *ask,
+            {"role": "assistant", "content": once.content[0].text},  # type: ignore[union-attr]
+            {"role": "user", "content": "And a follow-up?"},
+        ],
+    )
+    client.close()
+    usage = again.usage
+    assert usage.cache_read_input_tokens
+    cost = (again.model_extra or {})["cost"]
+    assert cost["prompt_cost"] == pytest.approx(
+        usage.input_tokens * FLASH["in"] + usage.cache_read_input_tokens * FLASH["read"]
+    )
+    costs += [(once.model_extra or {})["cost"], cost]
+    assert spend(server, key) == pytest.approx(sum(c["total_cost"] for c in costs))
+    after = scrape(server)
+    name = "contextgate_prompt_cache_tokens_total"
+    grew = metric(after, name, model=GEMINI, kind="read") - metric(
+        before, name, model=GEMINI, kind="read"
+    )
+    assert grew == reads[1] + usage.cache_read_input_tokens

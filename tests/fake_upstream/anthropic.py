@@ -13,8 +13,10 @@ it refuses (400 invalid_request_error) what a proxy could get wrong:
 Answers: a scripted one, else ``CALL_TOOL:<name>:<json>`` in the last user text (with tools),
 else "Tool results: …" after tool results, else "Echo: …". With ``thinking`` enabled the answer
 starts with a signed thinking block ("Thinking about: …"); ``REDACTED_THINKING`` in the user
-text adds a redacted one. A prompt prefix up to the last breakpoint is reported as a cache
-write the first time and as a cache read after.
+text adds a redacted one. The prompt cache (``usage``): each breakpoint's prefix is a cache
+entry, read back when a later prompt has it at or up to 20 blocks before one of its breakpoints;
+the rest up to the last breakpoint is written, split by ``ttl`` (``cache_creation``); a 1-hour
+breakpoint after a 5-minute one is refused.
 """
 
 from __future__ import annotations

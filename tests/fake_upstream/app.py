@@ -1,7 +1,8 @@
 """A deterministic, fast, OpenAI-compatible fake upstream (Starlette).
 
 Endpoints: /health, /v1/models, /v1/chat/completions, /v1/embeddings, Anthropic's
-/v1/messages (anthropic.py) and the control API
+/v1/messages (anthropic.py), Gemini's /v1beta/models/{model}:generateContent (gemini.py) and the
+control API
 under /_fake/ (script, faults, requests, reset, stats). See tests/fake_upstream/__init__.py.
 """
 
@@ -17,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import anthropic as a
+from . import gemini as g
 from . import responses as r
 from .faults import HANG_SECONDS, FakeResponse, Hooks, directive_fault
 
@@ -236,6 +238,35 @@ async def anthropic_messages(request: Request) -> Reply:
     return FakeResponse(state.hooks, body=orjson.dumps(a.message(body, reply, n, used)), **common)
 
 
+async def gemini_generate(request: Request) -> Reply:
+    """Gemini's generateContent / streamGenerateContent (gemini.py), as litellm calls them."""
+    state = _state(request)
+    raw = await request.body()
+    try:
+        body = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        body = None
+    state.record(request, body)
+    model, _, method = request.path_params["target"].partition(":")
+    if method not in ("generateContent", "streamGenerateContent"):
+        return _json(g.error_body(404, f"Method {method!r} not found."), 404)
+    if not isinstance(body, dict):
+        return _json(g.error_body(400, "Invalid JSON payload received."), 400)
+    try:
+        g.check(body)
+    except g.Invalid as exc:
+        return _json(g.error_body(400, str(exc)), 400)
+    cached = g.cached_tokens(model, body, state.cache_prefixes)
+    n = state.next_completion()
+    delay = _delay_ms(request, state, {}) / 1000
+    if method == "streamGenerateContent":
+        events = g.stream_events(model, body, cached, n)
+        return FakeResponse(state.hooks, events=events, delay=delay)
+    return FakeResponse(
+        state.hooks, body=orjson.dumps(g.response(model, body, cached, n)), delay=delay
+    )
+
+
 async def embeddings(request: Request) -> Reply:
     state, body, early = await _read(request)
     if early is not None:
@@ -319,6 +350,7 @@ def create_app(latency_ms: float = 0.0) -> Starlette:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/messages", anthropic_messages, methods=["POST"]),
+        Route("/v1beta/models/{target:path}", gemini_generate, methods=["POST"]),
         Route("/_fake/script", script, methods=["POST"]),
         Route("/_fake/faults", faults, methods=["POST"]),
         Route("/_fake/requests", recorded, methods=["GET"]),
