@@ -21,7 +21,9 @@ import openai
 import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
 
+from app.cli import app as cli_app
 from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
 from tests.support.models import ANTHROPIC_LITELLM_MODEL
@@ -214,6 +216,18 @@ def test_anthropic_reads_and_5m_and_1h_writes_on_the_messages_door(
     assert f'data-read-tokens="{reads}"' in html
     assert f"{five_min} for 5 min, {one_hour} for 1 h" in html
     assert f"(${cost2['cache_read_cost']:.6f})" in html
+    # The operator's command line says the same.
+    cli = CliRunner().invoke(
+        cli_app,
+        ["conversations", "show", data["conversation_id"]],
+        env={"CONTEXTGATE_DATABASE_URL": server.env["CONTEXTGATE_DATABASE_URL"], "COLUMNS": "250"},
+    )
+    assert cli.exit_code == 0, cli.output
+    assert (
+        f"provider cache: read 0 ($0.000000), wrote {five_min + one_hour} ({one_hour} for 1 h)"
+        in (cli.output)
+    )
+    assert f"provider cache: read {reads} (${cost2['cache_read_cost']:.6f})" in cli.output
 
 
 def check_openai_cost(prompt: int, cached: int, completion: int, cost: dict[str, Any]) -> None:
