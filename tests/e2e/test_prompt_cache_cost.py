@@ -185,9 +185,20 @@ def test_anthropic_reads_and_5m_and_1h_writes_on_the_messages_door(
     assert usage2["cache_read_input_tokens"] == usage["cache_creation_input_tokens"]
     check_anthropic_cost(usage2, cost2)
     assert cost2["cache_read_cost"] > 0
+
+    # A new conversation, streamed, with another 1-hour system prompt: written at 2x.
+    other: Any = [{"type": "text", "text": "Another system. " * 80, "cache_control": ONE_HOUR}]
+    with client.messages.stream(
+        model=CLAUDE, max_tokens=100, system=other, messages=[{"role": "user", "content": "Hi"}]
+    ) as stream:
+        events = [event.model_dump() for event in stream]
+    delta = next(e for e in events if e["type"] == "message_delta")
+    usage3, cost3 = delta["usage"], delta["cost"]
+    assert usage3["cache_creation"]["ephemeral_1h_input_tokens"] > 0
+    check_anthropic_cost(usage3, cost3)
     client.close()
 
-    costs = [cost, cost2]
+    costs = [cost, cost2, cost3]
     assert spend(server, key) == pytest.approx(sum(c["total_cost"] for c in costs))
     after = scrape(server)
 
@@ -199,7 +210,9 @@ def test_anthropic_reads_and_5m_and_1h_writes_on_the_messages_door(
     five_min = usage["cache_creation"]["ephemeral_5m_input_tokens"]
     labels = {"model": CLAUDE}
     assert grew("contextgate_prompt_cache_tokens_total", kind="read", **labels) == reads
-    assert grew("contextgate_prompt_cache_tokens_total", kind="write_1h", **labels) == one_hour
+    assert grew("contextgate_prompt_cache_tokens_total", kind="write_1h", **labels) == (
+        one_hour + usage3["cache_creation"]["ephemeral_1h_input_tokens"]
+    )
     assert grew("contextgate_prompt_cache_tokens_total", kind="write_5m", **labels) >= five_min
     assert grew("contextgate_prompt_cache_cost_usd_total", kind="read", **labels) == (
         pytest.approx(sum(c["cache_read_cost"] for c in costs))
