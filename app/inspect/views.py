@@ -12,9 +12,9 @@ from app.db.models import Conversation, Message, RequestLog
 __all__ = [
     "PARTS",
     "ConversationRow",
-    "ProviderCacheView",
     "MessageView",
     "Part",
+    "ProviderCacheView",
     "RequestView",
     "TimelineEntry",
     "conversation_row",

@@ -129,6 +129,7 @@ class LLMClient:
         return model_info_for(deployment).price(usage.raw or usage.counts())
 
     def cost(self, deployment: Deployment, usage: Usage | None) -> tuple[float, float]:
+        """(prompt cost, completion cost) of ``price``: the prompt's cache included."""
         priced = self.price(deployment, usage)
         return priced.prompt_cost, priced.completion_cost
 

@@ -58,20 +58,6 @@ class UsageCost:
     cache_write_cost: float = 0.0
     cache: PromptCache = PromptCache(0)
 
-    def __add__(self, other: UsageCost) -> UsageCost:
-        return UsageCost(
-            self.prompt_cost + other.prompt_cost,
-            self.completion_cost + other.completion_cost,
-            self.cache_read_cost + other.cache_read_cost,
-            self.cache_write_cost + other.cache_write_cost,
-            PromptCache(
-                self.cache.prompt_tokens + other.cache.prompt_tokens,
-                self.cache.read_tokens + other.cache.read_tokens,
-                self.cache.write_tokens + other.cache.write_tokens,
-                self.cache.write_1h_tokens + other.cache.write_1h_tokens,
-            ),
-        )
-
 
 def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
