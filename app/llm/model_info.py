@@ -14,12 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import orjson
 
-from app.llm.pricing import UsageCost, price
+from app.llm.pricing import Rates, UsageCost, price
 from app.llm.routing import Deployment
 
 __all__ = ["ModelInfo", "model_info_for"]
@@ -33,8 +32,8 @@ class ModelInfo:
     output_cost_per_token: float
     supports_response_schema: bool
     known: bool
-    # Every per-token rate of the entry (``*_cost*`` keys: cache reads and writes, tiers).
-    rates: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # Every per-token rate of the entry (cache reads and writes, size tiers), read once.
+    rates: Rates = field(default_factory=lambda: Rates({}))
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> tuple[float, float]:
         """Plain input and output prices (embeddings, and usage without a cache)."""
@@ -45,22 +44,7 @@ class ModelInfo:
 
     def price(self, usage: Mapping[str, Any] | None) -> UsageCost:
         """A response's usage priced with its prompt cache (app/llm/pricing.py)."""
-        rates = {
-            **self.rates,
-            "input_cost_per_token": self.input_cost_per_token,
-            "output_cost_per_token": self.output_cost_per_token,
-        }
-        return price(rates, usage)
-
-
-def _rates(entry: Mapping[str, Any]) -> Mapping[str, float]:
-    return MappingProxyType(
-        {
-            key: float(value)
-            for key, value in entry.items()
-            if "cost" in key and isinstance(value, int | float) and not isinstance(value, bool)
-        }
-    )
+        return price(self.rates, usage)
 
 
 _UNKNOWN = ModelInfo(None, None, 0.0, 0.0, False, False)
@@ -106,7 +90,7 @@ def _litellm_info(model: str) -> ModelInfo:
             output_cost_per_token=float(entry.get("output_cost_per_token") or 0.0),
             supports_response_schema=bool(entry.get("supports_response_schema")),
             known=True,
-            rates=_rates(entry),
+            rates=Rates.of(entry),
         )
     return _UNKNOWN
 
@@ -130,5 +114,5 @@ def model_info_for(deployment: Deployment) -> ModelInfo:
             overrides.get("supports_response_schema", base.supports_response_schema)
         ),
         known=base.known or bool(overrides),
-        rates=MappingProxyType({**base.rates, **_rates(overrides)}),
+        rates=Rates.of({**base.rates.source, **overrides}),
     )

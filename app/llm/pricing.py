@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PromptCache", "UsageCost", "add_usage", "price", "prompt_cache", "tier_rates"]
+__all__ = ["PromptCache", "Rates", "UsageCost", "add_usage", "price", "prompt_cache"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,30 +108,53 @@ _TIERED = (
 _TIER_KEY = re.compile(rf"^(?:{'|'.join(_TIERED)})_above_(\d+)(k?)_tokens$")
 
 
-def tier_rates(rates: Mapping[str, float], prompt_tokens: int) -> dict[str, float]:
-    """The rates for a prompt of this size: the highest ``_above_<N>[k]_tokens`` tier it passes
-    (strictly, as litellm), each rate the tier lacks kept at its base value."""
-    chosen: dict[str, float] = {key: rates[key] for key in _TIERED if key in rates}
-    tiers = set()
-    for key in rates:
-        match = _TIER_KEY.match(key)
-        if match:
-            tiers.add((int(match[1]) * (1000 if match[2] else 1), f"{match[1]}{match[2]}"))
-    for threshold, label in sorted(tiers):
-        if prompt_tokens > threshold:
-            for base in _TIERED:
-                tiered = rates.get(f"{base}_above_{label}_tokens")
-                if tiered is not None:
-                    chosen[base] = tiered
-    return chosen
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """A model's per-token prices, read once from its cost-map entry: the base rates, and the
+    rates of each prompt-size tier (``*_above_<N>[k]_tokens``), thresholds ascending."""
+
+    base: Mapping[str, float]
+    tiers: tuple[tuple[int, Mapping[str, float]], ...] = ()
+    source: Mapping[str, float] = field(default_factory=dict)  # every ``*cost*`` number
+
+    @classmethod
+    def of(cls, entry: Mapping[str, Any]) -> Rates:
+        source = {
+            key: float(value)
+            for key, value in entry.items()
+            if "cost" in key and isinstance(value, int | float) and not isinstance(value, bool)
+        }
+        labels: dict[int, str] = {}
+        for key in source:
+            match = _TIER_KEY.match(key)
+            if match:
+                labels[int(match[1]) * (1000 if match[2] else 1)] = f"{match[1]}{match[2]}"
+        tiers = tuple(
+            (threshold, {
+                base: source[f"{base}_above_{labels[threshold]}_tokens"]
+                for base in _TIERED
+                if f"{base}_above_{labels[threshold]}_tokens" in source
+            })
+            for threshold in sorted(labels)
+        )  # fmt: skip
+        return cls({key: source[key] for key in _TIERED if key in source}, tiers, source)
+
+    def for_prompt(self, prompt_tokens: int) -> dict[str, float]:
+        """The rates for a prompt of this size: every tier it passes (strictly, as litellm)
+        overrides the rates it has, the others keep their base value."""
+        chosen = dict(self.base)
+        for threshold, tier in self.tiers:
+            if prompt_tokens > threshold:
+                chosen.update(tier)
+        return chosen
 
 
-def price(rates: Mapping[str, float], usage: Mapping[str, Any] | None) -> UsageCost:
-    """The cost of ``usage`` at a cost-map entry's ``rates`` (``*_cost*`` keys)."""
+def price(rates: Rates, usage: Mapping[str, Any] | None) -> UsageCost:
+    """The cost of ``usage`` at a model's ``rates``."""
     usage = usage or {}
     cache = prompt_cache(usage)
     completion_tokens = _int(usage.get("completion_tokens") or usage.get("output_tokens"))
-    rate = tier_rates(rates, cache.prompt_tokens)
+    rate = rates.for_prompt(cache.prompt_tokens)
     input_rate = rate.get("input_cost_per_token", 0.0)
     read_rate = rate.get("cache_read_input_token_cost", input_rate)
     write_rate = rate.get("cache_creation_input_token_cost", input_rate)

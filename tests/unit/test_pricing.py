@@ -11,9 +11,10 @@ from litellm.llms.anthropic.chat.transformation import AnthropicConfig
 from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import VertexGeminiConfig
 from litellm.types.utils import ModelResponse, Usage
 
-from app.llm.model_info import _litellm_info
-from app.llm.pricing import PromptCache, add_usage, price, prompt_cache, tier_rates
+from app.llm.model_info import _litellm_info, model_info_for
+from app.llm.pricing import PromptCache, Rates, add_usage, price, prompt_cache
 from app.llm.responses import normalize_completion
+from app.llm.routing import Deployment
 
 SONNET = "claude-sonnet-4-5-20250929"  # $3 in, $15 out, read $0.30, write 5m $3.75, 1h $6 (/MTok)
 SPLIT = {"ephemeral_5m_input_tokens": 3000, "ephemeral_1h_input_tokens": 4000}
@@ -156,17 +157,18 @@ def test_gemini_by_hand_and_its_own_field_name() -> None:
     assert cost.prompt_cost == pytest.approx(1000 * 0.3e-6 + 4000 * 0.03e-6)
     assert cost.completion_cost == pytest.approx(100 * 2.5e-6)
     pro = _litellm_info("gemini/gemini-2.5-pro").rates
-    assert tier_rates(pro, 200_000)["cache_read_input_token_cost"] == 1.25e-07
-    assert tier_rates(pro, 200_001)["cache_read_input_token_cost"] == 2.5e-07
+    assert pro.for_prompt(200_000)["cache_read_input_token_cost"] == 1.25e-07
+    assert pro.for_prompt(200_001)["cache_read_input_token_cost"] == 2.5e-07
+    assert pro.for_prompt(200_001)["input_cost_per_token"] == 2.5e-06
 
 
 def test_missing_cache_rates_fall_back_like_litellm() -> None:
-    rates = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}
+    entry = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}
     usage = {"prompt_tokens": 1000, "completion_tokens": 10, "cache_read_input_tokens": 400,
              "cache_creation_input_tokens": 100}  # fmt: skip
-    cost = price(rates, usage)
+    cost = price(Rates.of(entry), usage)
     assert cost.prompt_cost == pytest.approx(1000 * 1e-6)  # no cache price: plain input
-    with_write = {**rates, "cache_creation_input_token_cost": 1.25e-6}
+    with_write = Rates.of({**entry, "cache_creation_input_token_cost": 1.25e-6})
     one_hour = {**usage, "cache_creation": {"ephemeral_1h_input_tokens": 100}}
     assert price(with_write, one_hour).cache_write_cost == pytest.approx(100 * 1.25e-6)
 
@@ -194,3 +196,24 @@ def test_usage_of_several_rounds_adds_up_with_its_cache() -> None:
     assert prompt_cache(total) == PromptCache(2000, 1200, 200, 0)
     rates = _litellm_info(SONNET).rates
     assert price(rates, total).prompt_cost == pytest.approx(2 * price(rates, round_).prompt_cost)
+
+
+def test_a_deployments_model_info_sets_its_cache_rates() -> None:
+    own = Deployment(
+        "local-claude",
+        "openai/local-claude",
+        model_info={"input_cost_per_token": 1e-6, "cache_read_input_token_cost": 1e-7},
+    )
+    usage = {"prompt_tokens": 1000, "completion_tokens": 0, "cache_read_input_tokens": 600}
+    assert model_info_for(own).price(usage).prompt_cost == pytest.approx(400e-6 + 600e-7)
+    # On a known model, an override replaces that rate only: Sonnet's writes keep their price.
+    cheaper = Deployment(
+        "sonnet",
+        f"anthropic/{SONNET}",
+        model_info={"cache_read_input_token_cost": 0.0},
+    )
+    both = {**usage, "cache_creation_input_tokens": 100}
+    cost = model_info_for(cheaper).price(both)
+    assert cost.cache_read_cost == 0.0
+    assert cost.cache_write_cost == pytest.approx(100 * 3.75e-6)
+    assert cost.prompt_cost == pytest.approx(300 * 3e-6 + 100 * 3.75e-6)
