@@ -63,6 +63,20 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
+def _number(value: Any) -> float | None:
+    """A rate as a number; a config's YAML reads ``1e-6`` (no dot) as the string '1e-6'."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
 def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
@@ -119,11 +133,8 @@ class Rates:
 
     @classmethod
     def of(cls, entry: Mapping[str, Any]) -> Rates:
-        source = {
-            key: float(value)
-            for key, value in entry.items()
-            if "cost" in key and isinstance(value, int | float) and not isinstance(value, bool)
-        }
+        numbers = {key: _number(value) for key, value in entry.items() if "cost" in key}
+        source = {key: value for key, value in numbers.items() if value is not None}
         labels: dict[int, str] = {}
         for key in source:
             match = _TIER_KEY.match(key)

@@ -217,3 +217,11 @@ def test_a_deployments_model_info_sets_its_cache_rates() -> None:
     assert cost.cache_read_cost == 0.0
     assert cost.cache_write_cost == pytest.approx(100 * 3.75e-6)
     assert cost.prompt_cost == pytest.approx(300 * 3e-6 + 100 * 3.75e-6)
+
+
+def test_rates_written_as_yaml_reads_them() -> None:
+    # YAML 1.1 reads 1e-6 (no dot) as a string; the config's prices still apply.
+    rates = {"input_cost_per_token": "1e-6", "cache_read_input_token_cost": "1e-7"}
+    own = Deployment("m", "openai/m", model_info=rates)
+    usage = {"prompt_tokens": 1000, "completion_tokens": 0, "cache_read_input_tokens": 600}
+    assert model_info_for(own).price(usage).prompt_cost == pytest.approx(400e-6 + 600e-7)
