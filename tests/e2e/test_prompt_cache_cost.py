@@ -241,6 +241,14 @@ def test_anthropic_reads_and_5m_and_1h_writes_on_the_messages_door(
         in (cli.output)
     )
     assert f"provider cache: read {reads} (${cost2['cache_read_cost']:.6f})" in cli.output
+    listing = CliRunner().invoke(
+        cli_app,
+        ["keys", "list"],
+        env={**{k: server.env[k] for k in ("CONTEXTGATE_DATABASE_URL", "CONTEXTGATE_MASTER_KEY")},
+             "COLUMNS": "250"},
+    )  # fmt: skip
+    assert listing.exit_code == 0, listing.output
+    assert f"${spend(server, key):.4f}" in listing.output
 
 
 def check_openai_cost(prompt: int, cached: int, completion: int, cost: dict[str, Any]) -> None:
