@@ -225,3 +225,17 @@ def test_rates_written_as_yaml_reads_them() -> None:
     own = Deployment("m", "openai/m", model_info=rates)
     usage = {"prompt_tokens": 1000, "completion_tokens": 0, "cache_read_input_tokens": 600}
     assert model_info_for(own).price(usage).prompt_cost == pytest.approx(400e-6 + 600e-7)
+
+
+@pytest.mark.parametrize("shape", ["anthropic", "litellm"])
+def test_a_cache_write_is_not_also_billed_as_input(shape: str) -> None:
+    """The figures of litellm issue #9812 (Claude 3.7 Sonnet, same prices as Sonnet 4.5):
+    Anthropic's console billed $0.05439 where double counting the write gave $0.0913."""
+    native = {"input_tokens": 3, "cache_creation_input_tokens": 12304,
+              "cache_read_input_tokens": 0, "output_tokens": 550}  # fmt: skip
+    usage: dict[str, Any] = native
+    if shape == "litellm":
+        usage = normalize_completion(ModelResponse(usage=_anthropic(native)), SONNET)["usage"]
+        assert usage["prompt_tokens"] == 12307  # litellm's prompt_tokens include the write
+    cost = _litellm_info(SONNET).price(usage)
+    assert cost.prompt_cost + cost.completion_cost == pytest.approx(0.054399)
