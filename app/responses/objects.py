@@ -62,10 +62,7 @@ def response_object(
     context_utilization: dict[str, Any] | None,
     incomplete: str | None = None,
     error: dict[str, Any] | None = None,
-    cost: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A Response object; ``cost`` (contextgate's, as on the other doors) when just answered."""
-    extra = {"cost": cost} if cost is not None else {}
     return {
         "id": response_id,
         "object": "response",
@@ -77,6 +74,5 @@ def response_object(
         "output": output,
         "usage": usage,
         "conversation_id": conversation_id,
-        **extra,
         "context_utilization": context_utilization,
     }

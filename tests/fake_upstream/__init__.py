@@ -10,10 +10,15 @@ Run it with `python -m tests.fake_upstream --port 0` or, from tests, `FakeUpstre
 Default answers: "Echo: <last user text>"; "Tool results: a | b" after tool messages; "{}" for
 response_format json_object/json_schema; reasoning_content for `reasoning_effort` or models whose
 name contains "reasoner"; signed thinking_blocks too (litellm's shape for Anthropic) for models
-whose name contains "thinker". Prompt caches: models whose name contains "cacher" report
-OpenAI's `prompt_tokens_details.cached_tokens` (the longest message prefix sent before); Anthropic's
+whose name contains "thinker".
+`POST /v1/responses` answers as OpenAI's Responses API does (openai_responses.py): reasoning
+items with sealed `encrypted_content` for reasoning models, verified when sent back; hosted
+`web_search` with `SEARCH:<query>`.
+Prompt caches: models whose name contains "cacher" report OpenAI's
+`prompt_tokens_details.cached_tokens` (the longest message prefix sent before); Anthropic's
 /v1/messages reports cache reads and writes at `cache_control` breakpoints, writes split by `ttl`
-(`cache_creation: {ephemeral_5m_input_tokens, ephemeral_1h_input_tokens}`).
+(`cache_creation: {ephemeral_5m_input_tokens, ephemeral_1h_input_tokens}`); Gemini's
+generateContent reports implicit hits (`cachedContentTokenCount`, gemini.py).
 
 Directives in the last user message (each until end of line):
     CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call.

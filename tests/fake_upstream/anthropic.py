@@ -8,7 +8,9 @@ it refuses (400 invalid_request_error) what a proxy could get wrong:
   HMAC of the text), a ``redacted_thinking`` block whose data it did not issue;
 - with ``thinking`` enabled, a tool loop whose last assistant message does not start with a
   thinking block (the thinking was dropped on the way back);
-- more than 4 ``cache_control`` breakpoints; ``max_tokens`` missing.
+- more than 4 ``cache_control`` breakpoints; ``max_tokens`` missing;
+- ``context_management`` without the beta that enables it in ``anthropic-beta``
+  (``context-management-2025-06-27``, or ``compact-2026-01-12`` for ``compact_20260112``).
 
 Answers: a scripted one, else ``CALL_TOOL:<name>:<json>`` in the last user text (with tools),
 else "Tool results: …" after tool results, else "Echo: …". With ``thinking`` enabled the answer
@@ -150,7 +152,24 @@ def _check_ttls(parts: list[Any]) -> None:
         seen_5m = seen_5m or ttl == "5m"
 
 
-def check(body: dict[str, Any]) -> None:
+_EDIT_BETAS = {"compact_20260112": "compact-2026-01-12"}
+_CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+
+
+def _check_context_management(body: dict[str, Any], betas: str) -> None:
+    management = body.get("context_management")
+    if management is None:
+        return
+    enabled = {beta.strip() for beta in betas.split(",")}
+    edits = management.get("edits") if isinstance(management, dict) else None
+    for edit in edits if isinstance(edits, list) else [{}]:
+        kind = edit.get("type") if isinstance(edit, dict) else None
+        if _EDIT_BETAS.get(str(kind), _CONTEXT_MANAGEMENT_BETA) not in enabled:
+            raise Invalid("context_management: Extra inputs are not permitted")
+
+
+def check(body: dict[str, Any], betas: str = "") -> None:
+    """Refuse what Anthropic refuses; ``betas``: the request's ``anthropic-beta`` header."""
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise Invalid("model: Field required")
     if not isinstance(body.get("max_tokens"), int):
@@ -164,6 +183,7 @@ def check(body: dict[str, Any]) -> None:
             f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
         )
     _check_ttls(_prefix_until_last_breakpoint(body))
+    _check_context_management(body, betas)
     thinking = body.get("thinking") or {}
     _check_thinking(messages, thinking.get("type") == "enabled")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 
 from tests.fake_upstream import FakeUpstream
@@ -141,4 +142,36 @@ def test_a_one_hour_breakpoint_after_a_five_minute_one_is_refused(
             max_tokens=64,
             system=system,
             messages=[{"role": "user", "content": ask}],
+        )
+
+
+def test_context_management_needs_its_beta(client: anthropic.Anthropic) -> None:
+    """As Anthropic: ``context_management`` is refused unless its beta is on (contextgate does
+    the editing itself and must never send it); OpenAI's chat API refuses it outright."""
+    ask: Any = [{"role": "user", "content": "hi"}]
+    edits: Any = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+    with pytest.raises(anthropic.BadRequestError, match="context_management"):
+        client.messages.create(
+            model="claude-x", max_tokens=64, messages=ask, extra_body={"context_management": edits}
+        )
+    compact: Any = {"edits": [{"type": "compact_20260112"}]}
+    with pytest.raises(anthropic.BadRequestError, match="context_management"):
+        client.beta.messages.create(
+            model="claude-x", max_tokens=64, messages=ask, context_management=compact,
+            betas=["context-management-2025-06-27"],
+        )  # fmt: skip
+    reply = client.beta.messages.create(
+        model="claude-x", max_tokens=64, messages=ask, context_management=edits,
+        betas=["context-management-2025-06-27"],
+    )  # fmt: skip
+    assert reply.content[0].type == "text"
+
+
+def test_the_chat_api_refuses_context_management(fake: FakeUpstream) -> None:
+    chat = openai.OpenAI(base_url=fake.base_url, api_key="sk-test", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="context_management"):
+        chat.chat.completions.create(
+            model="gpt-x",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_body={"context_management": {"edits": []}},
         )
