@@ -34,6 +34,7 @@ pytestmark = pytest.mark.e2e
 MASTER = "sk-master-cache-cost"
 CLAUDE = "claude-cache"
 CACHER = "gpt-cacher"
+NATIVE = "gpt-cacher-native"  # on OpenAI's own Responses API (the native path)
 GEMINI = "gemini-flash"
 SONNET = {"in": 3e-6, "read": 0.3e-6, "w5m": 3.75e-6, "w1h": 6e-6, "out": 15e-6}
 GPT4O = {"in": 2.5e-6, "read": 1.25e-6, "out": 10e-6}
@@ -64,6 +65,15 @@ def server(
                 "api_base": f"{fake_upstream_server.url}/v1beta",
                 "api_key": "fake-gemini-key",
             },
+        },
+        {
+            "model_name": NATIVE,
+            "litellm_params": {
+                "model": f"openai/{NATIVE}",
+                "api_base": fake_upstream_server.base_url,
+                "api_key": "sk-fake",
+            },
+            "model_info": {"base_model": "gpt-4o", "responses_api": True},
         },
         {
             "model_name": CACHER,
@@ -349,6 +359,39 @@ def test_the_responses_door_prices_cached_tokens_streamed_and_not(
     )
     sdk.close()
     costs = [first_cost, second_cost, third_cost]
+    assert spend(server, key) == pytest.approx(sum(c["total_cost"] for c in costs))
+
+
+def test_openai_cached_tokens_on_the_native_responses_path(
+    server: ContextgateServer, key: str, fake_upstream: FakeUpstream
+) -> None:
+    sdk = openai.OpenAI(base_url=server.base_url, api_key=key, max_retries=0, timeout=60)
+    first = sdk.responses.create(model=NATIVE, instructions=SYSTEM, input="First question?")
+    second = sdk.responses.create(
+        model=NATIVE, instructions=SYSTEM, input="Second question?", previous_response_id=first.id
+    )
+    events = list(
+        sdk.responses.create(
+            model=NATIVE,
+            instructions=SYSTEM,
+            input="Third question?",
+            previous_response_id=second.id,
+            stream=True,
+        )
+    )
+    sdk.close()
+    native = [r for r in fake_upstream.requests() if r["path"] == "/v1/responses"]
+    assert len(native) == 3  # each call went to the Responses API itself
+    third = events[-1].response  # type: ignore[union-attr]
+    costs = []
+    for response in (second, third):
+        assert response.usage is not None
+        cached = response.usage.input_tokens_details.cached_tokens
+        assert cached > 0
+        cost = (response.model_extra or {})["cost"]
+        check_openai_cost(response.usage.input_tokens, cached, response.usage.output_tokens, cost)
+        costs.append(cost)
+    costs.append((first.model_extra or {})["cost"])
     assert spend(server, key) == pytest.approx(sum(c["total_cost"] for c in costs))
 
 
