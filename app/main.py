@@ -15,6 +15,7 @@ from app.cache.factory import build_summary_cache
 from app.chat.router import router as chat_router
 from app.context.tokens import TokenCounter
 from app.conversations.claims import HeadClaims
+from app.conversations.items_router import router as conversation_items_router
 from app.conversations.router import router as conversations_router
 from app.core.access_log import AccessLogMiddleware
 from app.core.database import create_database
@@ -191,7 +192,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     envelopes = {MESSAGES_PREFIX: anthropic_error_response}  # OpenAI's everywhere else
     install_error_handlers(app, envelopes)
-    app.add_middleware(TextCheckMiddleware)  # inside the size limit: bodies are bounded
+    # inside the size limit: bodies are bounded
+    app.add_middleware(TextCheckMiddleware, max_depth=settings.max_json_depth)
     app.add_middleware(
         BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes, renderers=envelopes
     )
@@ -200,6 +202,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(chat_router)
     app.include_router(messages_router)
     app.include_router(conversations_router)
+    app.include_router(conversation_items_router)
     app.include_router(memories_router)
     app.include_router(conversation_save_router)
     app.include_router(attachments_router)

@@ -27,8 +27,9 @@ FILLER = (
 ) * 2
 
 
-async def seed(state: Any, tenant_id: str, count: int) -> str:
-    """A conversation of ``count`` stored messages (system prompt first), stored in one go."""
+async def seed(state: Any, tenant_id: str, count: int, *, vectors: bool = True) -> str:
+    """A conversation of ``count`` stored messages (system prompt first), stored in one go;
+    ``vectors``: with their recall vectors, as the background leaves them (else a backlog)."""
     from app.conversations.messages import ConversationMessage
     from app.conversations.service import conversation_service
     from app.db.models import new_id
@@ -52,7 +53,44 @@ async def seed(state: Any, tenant_id: str, count: int) -> str:
                 model="bench-model",
             )
         _mark_compacted(session, conversation, messages)
+    if vectors and state.embedder is not None:
+        await _seed_vectors(state, tenant_id, conversation_id)
     return conversation_id
+
+
+async def _seed_vectors(state: Any, tenant_id: str, conversation_id: str) -> None:
+    """Steady state of message recall too: every message embedded as it was stored (random
+    unit vectors of the embedder's size: what is timed is the search, not the model)."""
+    import numpy as np
+    from sqlalchemy import insert, select
+
+    from app.db.models import Message, MessageVector
+    from app.memories.embedder import encode_vector
+
+    rng = np.random.default_rng(26)
+    dimensions = int(getattr(state.embedder, "dimensions", 384))
+    async with state.database.writing() as session:
+        rows = (
+            await session.execute(
+                select(
+                    Message.id, Message.sequence_number, Message.turn_number, Message.role,
+                    Message.created_at,
+                ).where(Message.conversation_id == conversation_id)
+            )
+        ).all()  # fmt: skip
+        values = []
+        for row in rows:
+            vector = rng.standard_normal(dimensions).astype(np.float32)
+            values.append(
+                {
+                    "message_id": row.id, "conversation_id": conversation_id,
+                    "tenant_id": tenant_id, "user_id": None,
+                    "sequence_number": row.sequence_number, "turn_number": row.turn_number,
+                    "role": row.role, "embedding": encode_vector(vector / np.linalg.norm(vector)),
+                    "embedding_model": state.embedder.name, "created_at": row.created_at,
+                }
+            )  # fmt: skip
+        await session.execute(insert(MessageVector), values)
 
 
 RAW_TAIL_TURNS = 10
@@ -120,15 +158,17 @@ def _steady(counts: list[int]) -> bool:
 async def _turn(
     client: Any, state: Any, conversation_id: str, body: dict[str, Any] | str
 ) -> tuple[int, float]:
-    """One request through the app (its background work drained): (statements, ms)."""
+    """One request through the app: (its statements, ms). The previous turn's after-answer
+    work is finished first and this one's after: the count is the request's own."""
     if isinstance(body, str):
         body = turn(body, conversation_id)
+    await _drain(state)
     counter = StatementCounter(state.database.engine)
     started = time.perf_counter()
     response = await client.post("/chat/completions", json=body)
     elapsed = (time.perf_counter() - started) * 1000
-    await _drain(state)
     counter.close()
+    await _drain(state)
     response.raise_for_status()
     return counter.count, elapsed
 
@@ -212,3 +252,67 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
+
+
+async def measure_import(
+    fake: Any, database_url: str, count: int = 10_000, follow: int = 6, pause_s: float = 1.0
+) -> dict[str, Any]:
+    """A history of ``count`` messages brought by one request (as a client migrating from
+    another tool would), then ``follow`` requests continuing it by id, ``pause_s`` apart, the
+    server's after-answer work left running as in service: each one's time, how many of the
+    history's messages have a recall vector by then, and what ``context_utilization.notes``
+    says about it."""
+    import asyncio
+
+    from sqlalchemy import func, select
+
+    from app.db.models import MessageVector
+
+    fake.script("fake-summarizer", [SUMMARY] * 400)
+    settings = {
+        "summarizer_model": "fake-summarizer",
+        "memory_extraction_mode": "off",
+        "max_messages": count + 10,
+    }
+    history = [{"role": "system", "content": "You are helpful."}]
+    for index in range(1, count):
+        role = "user" if index % 2 else "assistant"
+        history.append({"role": role, "content": f"message {index}. {FILLER}"})
+    if history[-1]["role"] != "user":
+        history.append({"role": "user", "content": "And now?"})
+    rows: list[dict[str, Any]] = []
+    async with inprocess_app(fake.base_url, database_url, **settings) as (application, client):
+        state = application.state.contextgate
+        started = time.perf_counter()
+        first = await client.post(
+            "/chat/completions", json={"model": "bench-model", "messages": history}
+        )
+        first.raise_for_status()
+        rows.append({"request": "import", "ms": (time.perf_counter() - started) * 1000})
+        conversation_id = first.json()["conversation_id"]
+        for index in range(follow):
+            await asyncio.sleep(pause_s)
+            started = time.perf_counter()
+            response = await client.post(
+                "/chat/completions", json=turn(f"follow-up {index}", conversation_id)
+            )
+            elapsed = (time.perf_counter() - started) * 1000
+            response.raise_for_status()
+            notes = response.json().get("context_utilization", {}).get("notes", [])
+            async with state.database.reading() as session:
+                embedded = await session.scalar(
+                    select(func.count(MessageVector.id)).where(
+                        MessageVector.conversation_id == conversation_id
+                    )
+                )
+            rows.append(
+                {
+                    "request": f"continue {index + 1}",
+                    "ms": elapsed,
+                    "vectors": int(embedded or 0),
+                    "notes": [n for n in notes if n.startswith(("message recall", "compaction"))],
+                }
+            )
+        for task in list(state.background):  # the backlog goes on in service; here it stops
+            task.cancel()
+    return {"count": count, "rows": rows}

@@ -1,19 +1,26 @@
 """Profile contextgate's hot path in-process with pyinstrument:
 
     python -m bench.profile [--requests 300] [--stream] [--html out.html]
+    python -m bench.profile --agent [--door chat|messages|responses] [--requests 12]
 
 Starts the fake upstream, builds the app on a fresh SQLite file, continues one conversation
 for ``--requests`` small turns through the ASGI app, and prints pyinstrument's call tree.
+``--agent``: an agent-sized tool loop instead (bench/agent_prompt.py: ~150k tokens of 50 tool
+results resent whole on each call, one more tool step per call; a 200k-token window), timed
+per call after two warm-up calls, with the server's CPU per call.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import orjson
 
 from bench.inprocess import inprocess_app, turn  # also: offline defaults before litellm
 
@@ -47,12 +54,58 @@ async def drive(base_url: str, db_url: str, requests: int, stream: bool, html: s
     print(profiler.output_text(unicode=False, color=False, show_all=args_show_all))
 
 
+async def drive_agent(
+    base_url: str, db_url: str, door: str, requests: int, html: str | None
+) -> None:
+    from pyinstrument import Profiler
+
+    from bench.agent_prompt import AgentTask, answer_of
+
+    paths = {"chat": "/chat/completions", "messages": "/messages", "responses": "/responses"}
+    task = AgentTask(run="profile")
+    async with inprocess_app(base_url, db_url, default_context_window=200_000) as (_, client):
+
+        async def call() -> None:
+            body = orjson.dumps(task.body(door))
+            response = await client.post(
+                paths[door], content=body, headers={"content-type": "application/json"}
+            )
+            response.raise_for_status()
+            answer = answer_of(door, response.json())
+            assert answer.get("tool_calls"), answer
+            task.answered(answer)
+
+        for _ in range(2):  # the first call stores the history; the second continues it
+            await call()
+        await asyncio.sleep(1.0)  # after-answer work of the first call
+        profiler = Profiler(async_mode="enabled", interval=0.0005)
+        walls: list[float] = []
+        cpu = time.process_time()
+        profiler.start()
+        for _ in range(requests):
+            started = time.perf_counter()
+            await call()
+            walls.append((time.perf_counter() - started) * 1000)
+        profiler.stop()
+        cpu_ms = (time.process_time() - cpu) * 1000 / requests
+    print(
+        f"{door}: {requests} agent calls of ~{len(orjson.dumps(task.body(door))) // 1024} KiB, "
+        f"wall p50 {statistics.median(walls):.1f} ms, process CPU {cpu_ms:.1f} ms per call "
+        "(fake upstream in its own process)"
+    )
+    if html:
+        Path(html).write_text(profiler.output_html())
+    print(profiler.output_text(unicode=False, color=False, show_all=args_show_all))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile")
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--html")
     parser.add_argument("--all", action="store_true", help="show library frames too")
+    parser.add_argument("--agent", action="store_true", help="agent-sized tool loop")
+    parser.add_argument("--door", choices=("chat", "messages", "responses"), default="chat")
     args = parser.parse_args(argv)
     global args_show_all
     args_show_all = args.all
@@ -60,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with FakeUpstream() as fake, tempfile.TemporaryDirectory() as tmp:
         db_url = f"sqlite+aiosqlite:///{tmp}/profile.db"
-        asyncio.run(drive(fake.base_url, db_url, args.requests, args.stream, args.html))
+        if args.agent:
+            asyncio.run(drive_agent(fake.base_url, db_url, args.door, args.requests, args.html))
+        else:
+            asyncio.run(drive(fake.base_url, db_url, args.requests, args.stream, args.html))
     return 0
 
 

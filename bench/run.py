@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from bench import report
 from bench.services import (
+    ANTHROPIC_MODEL,
     WORK,
     Contextgate,
     LiteLLMProxy,
@@ -55,12 +58,15 @@ class Plan:
     stream_requests: int
     duration_s: float
     assembly_repeats: int
+    agent_calls: int = 8  # measured calls per agent task (bench/agent_calls.py)
 
 
 FULL = Plan(rounds=3, c1_requests=300, c32_requests=2400, stream_requests=800, duration_s=15.0,
-            assembly_repeats=7)  # fmt: skip
+            assembly_repeats=7, agent_calls=8)  # fmt: skip
 QUICK = Plan(rounds=1, c1_requests=120, c32_requests=800, stream_requests=240, duration_s=8.0,
-             assembly_repeats=3)  # fmt: skip
+             assembly_repeats=3, agent_calls=5)  # fmt: skip
+# An agent's model has a window its 150k-token prompt fits in (contextgate's default is 8k).
+AGENT_WINDOW = "200000"
 
 
 @dataclass
@@ -170,16 +176,22 @@ def start(service: Service, name: str) -> Service:
     return service
 
 
-def compare_targets(logs: Path, upstream: str, plan: Plan, *, litellm: bool) -> dict[str, Any]:
+def compare_targets(
+    logs: Path, fake: Any, plan: Plan, *, litellm: bool, agent: bool = True
+) -> dict[str, Any]:
     """Every scenario against the fake upstream directly, contextgate and LiteLLM proxy."""
+    upstream = fake.base_url
     results: dict[str, Any] = {}
     direct = Target("direct", upstream, conversation=False)
     services: list[Service] = []
     try:
         contextgate = start(
-            Contextgate(logs, upstream, f"sqlite+aiosqlite:///{logs}/contextgate.db"),
+            Contextgate(
+                logs, upstream, f"sqlite+aiosqlite:///{logs}/contextgate.db",
+                extra_env={"CONTEXTGATE_DEFAULT_CONTEXT_WINDOW": AGENT_WINDOW},
+            ),
             "contextgate (1 worker)",
-        )
+        )  # fmt: skip
         services.append(contextgate)
         cg = Target("contextgate", contextgate.base_url, True, contextgate)
         targets = [direct, cg]
@@ -195,6 +207,8 @@ def compare_targets(logs: Path, upstream: str, plan: Plan, *, litellm: bool) -> 
         for target in targets:
             if target.sampler is not None:
                 target.sampler.__exit__(None, None, None)
+        if agent:
+            results["agent"] = measure_agent(targets, plan, fake)
         for target in targets:
             results[target.name] = {
                 "ready_s": target.service.ready_s if target.service else None,
@@ -216,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-litellm", action="store_true", help="skip LiteLLM proxy")
     parser.add_argument("--no-workers", action="store_true", help="skip the --workers 2 run")
     parser.add_argument("--no-curve", action="store_true", help="skip the history curve")
+    parser.add_argument("--no-agent", action="store_true", help="skip the agent-sized calls")
     parser.add_argument(
         "--workers-only", action="store_true", help="only the --workers 2 vs 1 measurement"
     )
@@ -241,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"machine": info, "plan": plan.__dict__, "mode": mode}
     with FakeUpstream() as fake:
         if not args.workers_only:
-            results.update(compare_targets(logs, fake.base_url, plan, litellm=litellm))
+            results.update(
+                compare_targets(logs, fake, plan, litellm=litellm, agent=not args.no_agent)
+            )
         if not args.no_workers:
             results["workers"] = measure_workers(logs, fake.base_url, plan)
         if not (args.no_curve or args.workers_only):
@@ -257,6 +274,35 @@ def main(argv: list[str] | None = None) -> int:
         report.record(BENCH / "README.md", markdown)
         print(f"recorded in {BENCH / 'README.md'}")
     return 0
+
+
+def measure_agent(targets: list[Target], plan: Plan, fake: Any) -> dict[str, list[Any]]:
+    """The 150k-token tool loop (bench/agent_calls.py), every door on every target serving
+    it, interleaved round by round; ``{"<door>/<target>": [one result per round]}``."""
+    from bench.agent_calls import run_task
+
+    out: dict[str, list[Any]] = {}
+    with httpx.Client(timeout=120.0, trust_env=False) as client:
+        for round_index in range(plan.rounds):
+            for door in ("chat", "messages", "responses"):
+                fake.reset()  # it keeps every body it got: 700 KiB a call
+                for target in targets:
+                    if target.name == "litellm" and door == "responses":
+                        continue
+                    name = "direct" if target.name == "direct" else door
+                    pid = target.service.pid if target.service else None
+                    model = (
+                        ANTHROPIC_MODEL if (target.name, door) == ("litellm", "messages") else None
+                    )
+                    result = run_task(client, target.url, name, plan.agent_calls, pid, model)
+                    out.setdefault(f"{door}/{target.name}", []).append(result)
+                    print(
+                        f"  round {round_index + 1} agent {door:<9} {target.name:<12} "
+                        f"p50 {result['p50_ms']:7.1f} ms  server CPU "
+                        f"{result['server_cpu_ms']:6.1f} ms per call",
+                        flush=True,
+                    )
+    return out
 
 
 def measure_workers(logs: Path, upstream: str, plan: Plan) -> dict[str, Any]:
@@ -301,7 +347,7 @@ def measure_workers_on(
 
 
 def measure_curve(logs: Path, fake: Any, plan: Plan) -> dict[str, Any]:
-    from bench.assembly import measure, plot
+    from bench.assembly import measure, measure_import, plot
 
     print("history curve: context assembly vs stored messages", flush=True)
     rows = asyncio.run(
@@ -311,7 +357,11 @@ def measure_curve(logs: Path, fake: Any, plan: Plan) -> dict[str, Any]:
         print(f"  {row['stored']:>6} stored: prepare {row['prepare_ms']:.2f} ms, "
               f"request {row['request_ms']:.2f} ms, {row['statements']} statements")  # fmt: skip
     plot(rows, BENCH / "history_curve.png", "contextgate: time vs stored history (SQLite)")
-    return {"sqlite": rows}
+    print("a 10,000-message history brought at once, then continued", flush=True)
+    imported = asyncio.run(measure_import(fake, f"sqlite+aiosqlite:///{logs}/import.db"))
+    for row in imported["rows"]:
+        print(f"  {row['request']:<11} {row['ms']:8.1f} ms  vectors {row.get('vectors', '—')}")
+    return {"sqlite": rows, "import": imported}
 
 
 if __name__ == "__main__":

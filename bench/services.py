@@ -25,6 +25,7 @@ WORK = BENCH / ".work"
 LITELLM_VENV = WORK / "litellm-venv"
 LITELLM_SPEC = "litellm[proxy]==1.106.2"
 MODEL = "bench-model"
+ANTHROPIC_MODEL = "bench-anthropic"  # LiteLLM proxy's /v1/messages (see LiteLLMProxy)
 
 
 # --------------------------------------------------------------------------- memory
@@ -261,6 +262,14 @@ class LiteLLMProxy(Service):
             "    litellm_params:\n"
             f"      model: openai/{MODEL}\n"
             f"      api_base: {upstream_base_url}\n"
+            "      api_key: sk-bench\n"
+            # /v1/messages: LiteLLM 1.106 sends an openai/ model's Messages calls to the
+            # upstream's Responses API, which the fake (as many OpenAI-compatible servers)
+            # does not serve; the agent scenario asks this Anthropic deployment there.
+            f"  - model_name: {ANTHROPIC_MODEL}\n"
+            "    litellm_params:\n"
+            f"      model: anthropic/{MODEL}\n"
+            f"      api_base: {upstream_base_url.removesuffix('/v1')}\n"
             "      api_key: sk-bench\n"
         )
 

@@ -6,6 +6,11 @@ counter.precount_messages(...)`` / ``precount(...)``; the synchronous ``count_*`
 context engine makes afterwards find them in a small cache. And the work is bounded: a long
 text is encoded in chunks cut at whitespace, because tiktoken's BPE is quadratic in the length
 of one unbroken run (8 MB of one repeated character took seconds; chunked, it is linear).
+
+Counts are remembered by content: every text of ``REMEMBER_TEXT_CHARS`` and more is encoded
+once and found again by its length and hash, whoever asks and however often. An agent resends
+its whole history (100k-200k tokens) on every call, and the stages of a turn each count the
+same tool results again: only what is new goes through the tokenizer (issue 26).
 """
 
 from __future__ import annotations
@@ -77,7 +82,10 @@ LARGE_TEXT_CHARS = 32 * 1024
 # Chunk size of the bounded encoding: BPE on an unbroken run is quadratic in its length.
 _CHUNK_CHARS = 4 * 1024
 _CUT = re.compile(r"\s")
-_CACHE_ENTRIES = 2048
+# Texts this long are remembered by content (shorter ones cost less to encode than to keep).
+REMEMBER_TEXT_CHARS = 512
+# ~100 bytes an entry: room for the messages of many agents' 150k-token histories.
+_CACHE_ENTRIES = 32_768
 _POOL_WORKERS = 2
 
 
@@ -120,6 +128,10 @@ class TokenCounter:
         self._cache: OrderedDict[tuple[str, int, int], int] = OrderedDict()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        # What went through the tokenizer so far: texts and characters (tests and benchmarks
+        # read them to check that a resent history is not encoded again).
+        self.encoded_texts = 0
+        self.encoded_chars = 0
 
     def encoding(self, model: str) -> tiktoken.Encoding:
         return _encoding_for(model)
@@ -128,7 +140,8 @@ class TokenCounter:
         if not text:
             return 0
         encoding = _encoding_for(model)
-        if len(text) < self.large_text_chars:
+        if len(text) < REMEMBER_TEXT_CHARS:
+            self._note(text)
             return _encode_len(encoding, text)
         key = (encoding.name, len(text), hash(text))
         with self._lock:
@@ -137,6 +150,10 @@ class TokenCounter:
                 self._cache.move_to_end(key)
                 return cached
         return self._count_large(key, encoding, text)
+
+    def _note(self, text: str) -> None:
+        self.encoded_texts += 1
+        self.encoded_chars += len(text)
 
     def count_cached(self, text: str, model: str) -> int:
         """``count_text``, remembered whatever the text's length: for texts sent again on every
@@ -150,7 +167,8 @@ class TokenCounter:
                 self._cache.move_to_end(key)
                 return cached
         count = self.count_text(text, model)
-        self._remember(key, count)
+        if len(text) < REMEMBER_TEXT_CHARS:
+            self._remember(key, count)
         return count
 
     def _remember(self, key: tuple[str, int, int], count: int) -> None:
@@ -162,7 +180,13 @@ class TokenCounter:
     def _count_large(
         self, key: tuple[str, int, int], encoding: tiktoken.Encoding, text: str
     ) -> int:
-        count = _chunked_count(encoding, text)
+        """Encode and remember a text of ``REMEMBER_TEXT_CHARS`` or more (whole below
+        ``large_text_chars``, in chunks from there: the counts are those of before)."""
+        self._note(text)
+        if len(text) < self.large_text_chars:
+            count = _encode_len(encoding, text)
+        else:
+            count = _chunked_count(encoding, text)
         self._remember(key, count)
         return count
 

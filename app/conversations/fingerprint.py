@@ -85,8 +85,36 @@ def canonical_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def content_hash(message: dict[str, Any]) -> str:
+    """The message's hash; a long text message's is remembered by content (an agent resends
+    its whole history on every call: each tool result is hashed once)."""
+    content = message.get("content")
+    if not isinstance(content, str) or len(content) < REMEMBER_CHARS or message.get("tool_calls"):
+        return _digest(message)
+    key = (
+        message.get("role"),
+        len(content),
+        hash(content),
+        message.get("name") or None,
+        message.get("tool_call_id") or None,
+    )
+    found = _remembered.get(key)
+    if found is None:
+        found = _remembered[key] = _digest(message)
+        if len(_remembered) > _REMEMBERED:
+            del _remembered[next(iter(_remembered))]  # the oldest
+    return found
+
+
+def _digest(message: dict[str, Any]) -> str:
     data = orjson.dumps(canonical_message(message), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(data).hexdigest()
+
+
+# Text messages this long have their hash remembered, keyed by what the canonical form holds of
+# them (role, the text's length and hash, name, tool_call_id): like token counts (tokens.py).
+REMEMBER_CHARS = 1024
+_REMEMBERED = 16_384
+_remembered: dict[tuple[Any, ...], str] = {}
 
 
 def extend_chain(previous: str, message_hash: str) -> str:

@@ -162,7 +162,8 @@ async def load_history_window(
             min_turn=min_turn,
             first_sequence=region_first,
         )
-        loaded = [from_history_row(row) for row in rows]
+        # A message deleted through the Conversations API is kept, never sent again.
+        loaded = [from_history_row(row) for row in rows if row.status != "deleted"]
 
     window = HistoryWindow(
         region_start=region_start,

@@ -1,4 +1,6 @@
-"""GET /v1/conversations, GET and DELETE /v1/conversations/{id}: the caller's own only."""
+"""The caller's conversations: list them (contextgate's), and OpenAI's Conversations API on
+them: create (with items and metadata), retrieve (with every stored message and summary),
+update the metadata, delete. Items: app/conversations/items_router.py."""
 
 from __future__ import annotations
 
@@ -6,16 +8,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from app.conversations.items_service import items_service
 from app.conversations.repository import conversation_repository
 from app.conversations.schemas import (
+    ConversationCreate,
     ConversationDeleted,
     ConversationDetail,
     ConversationList,
     ConversationSummary,
+    ConversationUpdate,
     StoredMessage,
 )
 from app.conversations.service import conversation_service
 from app.core.deps import CallerDep, StateDep
+from app.core.errors import BadRequest
 from app.memories.repository import memory_repository
 from app.memories.schemas import SummaryOut
 
@@ -41,6 +47,37 @@ async def list_conversations(
         total=total,
         has_more=len(rows) > limit,
     )
+
+
+@router.post("", response_model=ConversationSummary)
+async def create_conversation(
+    caller: CallerDep, state: StateDep, body: ConversationCreate | None = None
+) -> ConversationSummary:
+    body = body or ConversationCreate()  # no body: an empty conversation, as at OpenAI
+    async with state.database.writing() as session:
+        conversation = await items_service.create(
+            session,
+            state.tokens,
+            caller.tenant_id,
+            items=list(body.items or ()),
+            metadata=body.metadata,
+            model=state.settings.summarizer_model,
+        )
+        return ConversationSummary.model_validate(conversation, from_attributes=True)
+
+
+@router.post("/{conversation_id}", response_model=ConversationSummary)
+async def update_conversation(
+    conversation_id: str, caller: CallerDep, state: StateDep, body: ConversationUpdate | None = None
+) -> ConversationSummary:
+    async with state.database.writing() as session:
+        if body is None:  # someone else's id is a 404 before the body is looked at
+            await conversation_service.get(session, caller.tenant_id, conversation_id)
+            raise BadRequest("The request needs a JSON body with 'metadata'.", param="metadata")
+        conversation = await items_service.update_metadata(
+            session, caller.tenant_id, conversation_id, body.metadata
+        )
+        return ConversationSummary.model_validate(conversation, from_attributes=True)
 
 
 @router.get("/{conversation_id}", response_model=ConversationDetail)

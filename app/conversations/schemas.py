@@ -2,31 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, BeforeValidator, Field
 
 from app.conversations.messages import ReasoningStep
 from app.core.timestamps import UtcDatetime
+from app.responses.schemas import InputItem
 
 __all__ = [
+    "ConversationCreate",
     "ConversationDeleted",
     "ConversationDetail",
     "ConversationList",
     "ConversationSummary",
+    "ConversationUpdate",
+    "ItemsCreate",
+    "Metadata",
     "StoredMessage",
 ]
 
 
+def _unix(value: Any) -> Any:
+    """A datetime as Unix seconds, as OpenAI's objects carry ``created_at``."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return int(moment.timestamp())
+    return value
+
+
+UnixTime = Annotated[int, BeforeValidator(_unix)]
+# OpenAI's limits: up to 16 pairs, keys up to 64 characters, values up to 512.
+Metadata = Annotated[
+    dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
+    Field(max_length=16),
+]
+
+
 class ConversationSummary(BaseModel):
+    """OpenAI's Conversation object (id, object, created_at in Unix seconds as OpenAI's
+    objects carry it, metadata) and contextgate's fields."""
+
     id: str
     object: Literal["conversation"] = "conversation"
+    created_at: UnixTime
+    metadata: Annotated[dict[str, Any], BeforeValidator(lambda value: value or {})] = Field(
+        default_factory=dict, validation_alias=AliasChoices("meta", "metadata")
+    )
     title: str | None
     model: str | None
     message_count: int
     total_tokens: int
-    created_at: UtcDatetime
-    updated_at: UtcDatetime
+    updated_at: UtcDatetime  # contextgate's field, in contextgate's form (ISO 8601, UTC)
 
 
 class StoredMessage(BaseModel):
@@ -55,6 +83,25 @@ class ConversationList(BaseModel):
     data: list[ConversationSummary]
     total: int
     has_more: bool
+
+
+class ConversationCreate(BaseModel):
+    """``POST /v1/conversations``: up to 20 initial items, and metadata."""
+
+    items: list[InputItem] | None = Field(default=None, max_length=20)
+    metadata: Metadata | None = None
+
+
+class ConversationUpdate(BaseModel):
+    """``POST /v1/conversations/{id}``: the metadata replaces the stored one."""
+
+    metadata: Metadata
+
+
+class ItemsCreate(BaseModel):
+    """``POST /v1/conversations/{id}/items``."""
+
+    items: list[InputItem] = Field(min_length=1, max_length=20)
 
 
 class ConversationDeleted(BaseModel):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -10,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.context.cache_policy import CacheState
 from app.context.tokens import text_of
 from app.conversations.counters import Counters
+from app.conversations.edges import TAIL, EdgeCache, Edges
 from app.conversations.fingerprint import (
     chain_hashes,
     content_hash,
@@ -23,8 +23,9 @@ from app.conversations.messages import (
     to_conversation_message,
 )
 from app.conversations.repository import conversation_repository as repository
-from app.core.errors import Conflict, NotFound
-from app.db.models import Conversation, ConversationSummaryRow, new_id
+from app.conversations.resolved import HeadMoved, ResolvedConversation
+from app.core.errors import NotFound
+from app.db.models import Conversation, new_id
 
 __all__ = [
     "ConversationService",
@@ -45,36 +46,11 @@ def _cache_values(state: CacheState) -> dict[str, int]:
     }
 
 
-class HeadMoved(Conflict):
-    """The conversation grew past the position a turn must continue from (``at``): another
-    turn was stored there since. The caller branches off at ``at`` instead."""
-
-    def __init__(self, conversation_id: str, at: int) -> None:
-        super().__init__(
-            "The conversation moved on while this request was starting; retry it.",
-            code="conversation_moved",
-        )
-        self.conversation_id = conversation_id
-        self.at = at
-
-
-@dataclass(slots=True)
-class ResolvedConversation:
-    conversation_id: str
-    conversation: Conversation | None  # None: a new conversation, created when stored
-    new_start: int  # incoming[new_start:] are the messages not stored yet
-    # The conversation's active summaries when read with it (None: not read yet).
-    summaries: list[ConversationSummaryRow] | None = None
-    # Continue exactly after the first ``at`` stored messages (Responses'
-    # previous_response_id): a turn stored after another one got there first goes on a branch.
-    at: int | None = None
-
-    @property
-    def is_new(self) -> bool:
-        return self.conversation is None
-
-
 class ConversationService:
+    def __init__(self) -> None:
+        # The stored ends of the conversations this process continued (edges.py).
+        self.edges = EdgeCache()
+
     async def resolve(
         self,
         session: AsyncSession,
@@ -109,12 +85,7 @@ class ConversationService:
         chain = chain_hashes(incoming_hashes[: conversation.message_count])
         if matches_prefix(conversation.head_hash, conversation.message_count, chain):
             return conversation.message_count  # the whole history, as OpenAI clients send it
-        system, tail = await repository.edge_content_hashes(
-            session,
-            conversation.id,
-            head=conversation.system_prompt_count,
-            tail=len(incoming_hashes),
-        )
+        system, tail = await self._edge_hashes(session, conversation, len(incoming_hashes))
         return new_messages_start(
             stored_count=conversation.message_count,
             stored_head=conversation.head_hash,
@@ -122,6 +93,26 @@ class ConversationService:
             stored_tail_hashes=tail,
             stored_system_hashes=system,
         )
+
+    async def _edge_hashes(
+        self, session: AsyncSession, conversation: Conversation, incoming: int
+    ) -> tuple[list[str], list[str]]:
+        """(the stored system prompt's content hashes, the last stored ones: at least
+        ``incoming`` of them, or all): remembered since this process stored them, else read."""
+        tenant_id, head = conversation.tenant_id, conversation.head_hash
+        known = self.edges.get(tenant_id, conversation.id, head)
+        need = min(incoming, conversation.message_count)
+        if known is not None and known.system is not None and len(known.tail) >= need:
+            return known.system, known.tail
+        system, tail = await repository.edge_content_hashes(
+            session,
+            conversation.id,
+            head=conversation.system_prompt_count,
+            tail=max(incoming, TAIL),
+        )
+        calls = known.calls if known is not None else {}
+        self.edges.put(tenant_id, conversation.id, Edges(head, system, tail, calls))
+        return system, tail
 
     async def _match_by_prefix(
         self, session: AsyncSession, tenant_id: str, incoming_hashes: list[str]
@@ -179,6 +170,7 @@ class ConversationService:
                 title=_title(messages),
             )
             session.add(conversation)
+        before, before_count = conversation.head_hash, conversation.message_count
         call_turns = await self._call_turns(session, conversation, messages)
         rows = [
             self._next_row(conversation, message, request_id, call_turns) for message in messages
@@ -194,6 +186,10 @@ class ConversationService:
         await session.flush()  # the conversation row first (a new one is inserted here)
         if rows:  # one executemany, not one INSERT ... RETURNING per message
             await repository.insert_messages(session, rows)
+            self.edges.appended(
+                tenant_id, conversation.id, before=before, before_count=before_count,
+                system_count=conversation.system_prompt_count, rows=rows,
+            )  # fmt: skip
         return conversation
 
     async def append_turn(
@@ -256,6 +252,10 @@ class ConversationService:
             session, tenant_id, known.id, Counters.of(known).counters(), values
         ):
             await repository.insert_messages(session, rows)
+            self.edges.appended(
+                tenant_id, known.id, before=known.head_hash, before_count=known.message_count,
+                system_count=draft.system_prompt_count, rows=rows,
+            )  # fmt: skip
             return known.id
         stored = await self.append(
             session,
@@ -287,6 +287,9 @@ class ConversationService:
         }
         if not wanted or not conversation.message_count:
             return {}
+        known = self.edges.get(conversation.tenant_id, conversation.id, conversation.head_hash)
+        if known is not None and wanted <= known.calls.keys():  # stored by this process
+            return {call_id: known.calls[call_id] for call_id in wanted}
         return await repository.tool_call_turns(session, conversation.id, wanted)
 
     def _next_row(

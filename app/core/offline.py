@@ -21,6 +21,10 @@ def bundled_tiktoken_dir() -> Path | None:
 def configure_offline() -> None:
     """Set offline defaults; explicit environment values always win."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # litellm otherwise fetches its Anthropic beta-headers map from the internet, synchronously
+    # with a 5 s timeout, on the first Claude request carrying an `anthropic-beta` header:
+    # behind a firewall that froze the whole server for 5 s.
+    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
     os.environ.setdefault("LITELLM_LOG", "ERROR")
     if "TIKTOKEN_CACHE_DIR" not in os.environ:
         bundled = bundled_tiktoken_dir()

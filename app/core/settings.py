@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     # One message's text (content, tool call arguments): 413 past it.
     max_message_chars: int = Field(4_000_000, ge=1)
     max_tools: int = Field(256, ge=0)
+    # How deep a JSON body may nest (400 json_too_deep past it): below every serializer's limit.
+    max_json_depth: int = Field(64, ge=8, le=200)
     # Budgeted keys: how long a request may wait for in-flight requests to release budget.
     budget_wait_s: float = Field(30.0, ge=0)
     # Per-tenant storage quotas (0: unlimited): bytes of stored attachments (413 past it) and

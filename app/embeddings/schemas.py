@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.protocol.bounds import MAX_USER_CHARS
+
 # OpenAI's limits: at most 2048 inputs per request; token ids are vocabulary indexes.
 Token = Annotated[int, Field(ge=0, le=2**31 - 1)]
 
@@ -24,7 +26,7 @@ class EmbeddingsRequest(BaseModel):
     )
     encoding_format: Literal["float", "base64"] = "float"
     dimensions: int | None = Field(default=None, ge=1, le=16384)
-    user: str | None = None
+    user: str | None = Field(default=None, max_length=MAX_USER_CHARS)
 
     def has_input(self) -> bool:
         if isinstance(self.input, str):

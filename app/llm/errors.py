@@ -27,7 +27,7 @@ from app.core.errors import (
 )
 from app.core.redact import redact
 
-__all__ = ["is_retryable", "map_upstream_error", "retry_after_seconds"]
+__all__ = ["is_retryable", "map_upstream_error", "redact_error", "retry_after_seconds"]
 
 _BROKEN_STREAM = (httpx.ReadError, httpx.RemoteProtocolError)
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "context_window_exceeded"})
@@ -140,11 +140,23 @@ def retry_after_seconds(exc: BaseException) -> float | None:
 def map_upstream_error(exc: BaseException, model: str) -> ContextGateError:
     """One place that decides what a client sees when the upstream fails; every secret in the
     upstream's text is masked here, before the client, the request log or a log sees it."""
-    error = _map(exc, model)
+    return redact_error(_map(exc, model))
+
+
+def redact_error(error: ContextGateError) -> ContextGateError:
+    """``error`` with every string a client, a log or a stored record may see masked: the
+    message, and the code, param and type (an upstream may echo the key in any of them, e.g.
+    its Authorization header in ``code``), and the header values."""
     message = redact(error.message)
     if message != error.message:
         error.message = message
         error.args = (message,)
+    if error.code is not None:
+        error.code = redact(error.code)
+    if error.param is not None:
+        error.param = redact(error.param)
+    error.error_type = redact(error.error_type)
+    error.headers = {name: redact(value) for name, value in error.headers.items()}
     return error
 
 

@@ -20,15 +20,17 @@ from app.llm.responses import Usage
 from app.memories.compaction import CompactionReport, Compactor
 from app.memories.extraction import extraction_due, run_extraction
 from app.memories.periodic import periodic_due, run_periodic_summary
-from app.memories.vectors import schedule_message_vectors
+from app.memories.vector_backlog import schedule_message_vectors
 
-__all__ = ["compaction_ratio", "schedule_memory_work"]
+__all__ = ["COMPACTION_DEFERRED", "compaction_ratio", "schedule_memory_work"]
 
 logger = logging.getLogger(__name__)
 
 
 # Share of the token budget a conversation's prompt reaches before its messages are embedded.
 RECALL_VECTORS_FROM = 0.5
+# How a request's notes say that it left a compaction backlog to the background (hooks.py).
+COMPACTION_DEFERRED = "compaction deferred:"
 
 
 def _spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
@@ -55,7 +57,13 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
     budget = prepared.utilization.max_input_tokens
     model = helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
     ratio = compaction_ratio(state, request.context.compaction_ratio, request.model)
-    if usage is not None and budget and usage.prompt_tokens > ratio * budget:
+    deferred = any(n.startswith(COMPACTION_DEFERRED) for n in prepared.utilization.notes)
+    if (
+        usage is not None
+        and budget
+        and (deferred or usage.prompt_tokens > ratio * budget)
+        and _may_compact(state, prepared)
+    ):
         _spawn(
             state,
             _compact_in_background(
@@ -83,6 +91,19 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
                     count_model=request.model,
                 ),
             )
+
+
+def _may_compact(state: AppState, prepared: Any) -> bool:
+    """Whether compaction could find a window: the raw region (the turns after the compacted
+    ones) holds more turns than the raw tail it always keeps. An agent's long tool loop is one
+    turn: compacting it would read the whole history back on every call to find nothing."""
+    resolved: ResolvedConversation = prepared.resolved
+    conversation = resolved.conversation
+    turns = conversation.turn_count if conversation is not None else 0
+    turns += sum(1 for m in prepared.new_messages if m.role == "user")
+    compacted = (conversation.compacted_turn or 0) if conversation is not None else 0
+    # +1: messages before the first user message (turn 0) may be raw too.
+    return turns - compacted + 1 > state.settings.raw_tail_turns
 
 
 def _recall_may_search(prepared: Any, usage: Usage | None, budget: int | None) -> bool:

@@ -26,8 +26,9 @@ from app.context.tokens import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
 from app.core.state import AppState
+from app.db.models import Conversation
 from app.llm.reach import helper_models
-from app.memories.background import schedule_memory_work
+from app.memories.background import COMPACTION_DEFERRED, schedule_memory_work
 from app.memories.bundle import render_bundle
 from app.memories.compaction import CompactionReport, Compactor, summary_views
 from app.memories.injection import inject, insert_bundle
@@ -198,7 +199,17 @@ async def _compaction_and_bundle(
         fixed = REPLY_PRIMER + system + tools
         return fixed + min(summary_tokens, cap) + raw + new_tokens <= total
 
-    if not fits(memory.boundary_tokens, sum(s.token_count for s in summaries)):
+    summary_tokens = sum(s.token_count for s in summaries)
+    backlog = _compaction_backlog(state, conversation, memory, summary_tokens, cap, budget, new)
+    if backlog > 0:
+        # More than one compaction run can summarize (a long history brought at once): the
+        # request is not made to wait for it. The plain history fit now; the background
+        # compacts after the answer (background.py), and later requests use its summaries.
+        memory.notes.append(
+            f"{COMPACTION_DEFERRED} {backlog} tokens of history beyond what one compaction "
+            "run summarizes; they are compacted in the background (plain history fit meanwhile)"
+        )
+    elif not fits(memory.boundary_tokens, summary_tokens):
         report = await _compact_now(state, context, resolved, new, cap, fits)
         if report is not None:
             if report.summarizer_calls or report.error:
@@ -231,6 +242,25 @@ async def _compaction_and_bundle(
     if not bundle.empty:
         memory.bundle = bundle.text
         memory.bundle_tokens = MESSAGE_OVERHEAD + state.tokens.count_text(bundle.text, model)
+
+
+def _compaction_backlog(
+    state: AppState,
+    conversation: Conversation,
+    memory: MemoryContext,
+    summary_tokens: int,
+    cap: int,
+    budget: TokenBudget,
+    new: list[ConversationMessage],
+) -> int:
+    """Tokens by which the history overshoots the budget beyond what one compaction run (its
+    ``compaction_max_calls`` summarizer windows) can take off; 0: compacting now can help."""
+    settings = state.settings
+    raw = conversation.total_tokens - max(budget.system, memory.boundary_tokens)
+    fixed = REPLY_PRIMER + budget.system + budget.tools
+    over = fixed + min(summary_tokens, cap) + raw + sum(m.token_count for m in new) - budget.total
+    one_run = settings.compaction_max_calls * settings.summarizer_max_input_tokens
+    return max(0, over - one_run)
 
 
 async def _compact_now(

@@ -70,6 +70,9 @@ RECALL_HEADER = (
     "[RECALLED: earlier messages no longer in this conversation's history, most similar first]"
 )
 RECALL_FOOTER = "[/RECALLED]"
+# Messages a request embeds itself when the background is behind: the few just cut (more is a
+# backlog, embedded after the turn at a bounded rate).
+INLINE_EMBED = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,16 +132,18 @@ async def search(
     cross_session_below: int,
     max_chars: int,
     tools: ToolScope | None = None,
+    notes: list[str] | None = None,
 ) -> list[Recalled]:
     """The stored messages most similar to ``query``: this conversation's messages in
     ``[first_sequence, before_sequence)`` and the cleared tool results ``tools`` names, and
     the user's other conversations when this one has few vectors; at or above
-    ``min_similarity``, best first."""
+    ``min_similarity``, best first. ``notes``: what the request should be told (recall
+    searched a backlog only in part)."""
     tools = tools or ToolScope()
     embedding = asyncio.ensure_future(embedder.embed([query]))  # on its thread meanwhile
     try:
         vectors = await conversation_vectors(
-            cache, session, tenant_id, conversation_id, embedder.name
+            cache, session, tenant_id, conversation_id, embedder.name, through=before_sequence - 1
         )
     finally:
         query_vector = (await embedding)[0]
@@ -151,19 +156,30 @@ async def search(
         if rows.size:
             hits.add(vectors.message_ids[rows], vectors.matrix[rows] @ query_vector, min_similarity)
     missing: list[MissingMessage] = []
+    behind, owner = False, (tenant_id, conversation_id)
     if vectors.max_sequence < before_sequence - 1:  # the background has not caught up (yet)
-        missing = await missing_messages(
+        # The few just cut are embedded now; a backlog (a long history imported at once) is
+        # the background's, at its bounded rate: this request searches what is embedded.
+        newest = await missing_messages(
             session,
             tenant_id,
             conversation_id,
             embedder.name,
             before_sequence=before_sequence,
             tools_before=tools.cleared_before,
+            limit=INLINE_EMBED + 1,
+            newest_first=True,
         )
-        # The newest ones (just cut) now, as many as a request may embed; the background
-        # embeds the rest after this turn.
-        cut = [m for m in missing if m.sequence_number >= first_sequence]
-        missing = cut[-embedder.request_batch :]
+        cut = [m for m in newest if m.sequence_number >= first_sequence]
+        if len(newest) <= INLINE_EMBED:
+            missing = cut
+        else:
+            behind = True
+    if notes is not None and (behind or state.memory.vector_backlog.behind(*owner)):
+        notes.append(
+            f"message recall: searched the {vectors.size} messages embedded so far; "
+            "the rest of this conversation is being embedded in the background"
+        )
     absent = tools.placeholders - {int(s) for s in vectors.sequences}
     absent -= {m.sequence_number for m in missing}
     if absent:  # cleared by this request or the previous ones: the newest few now
@@ -258,7 +274,11 @@ async def _load(
         Message.content,
         Message.created_at,
         Message.tool_call_id,
-    ).where(Message.id.in_(list(similarity)), message_scope.tenant_clause(tenant_id))
+    ).where(
+        Message.id.in_(list(similarity)),
+        message_scope.tenant_clause(tenant_id),
+        Message.status != "deleted",  # deleted through the Conversations API: never recalled
+    )
     rows = (await session.execute(statement)).all()
     names: dict[str, str] = {}
     tool_rows = [r for r in rows if r.role == "tool"]

@@ -116,6 +116,7 @@ async def recall_for_turn(
                 cross_session_below=settings.recall_cross_session_below,
                 max_chars=settings.recall_max_chars,
                 tools=tools,
+                notes=result.notes,
             )
     except EmbeddingFailed as exc:
         result.notes.append(f"message recall: embeddings failed ({exc})")

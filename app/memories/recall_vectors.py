@@ -4,6 +4,7 @@ in a small LRU cache, and the newest of a user's other conversations (recall.py 
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ CROSS_SESSION_FETCH = 200  # the seed's vector fetch limit for other conversatio
 # Another conversation's tool results are its own working data, never recalled elsewhere.
 CROSS_SESSION_ROLES = ("user", "assistant")
 _CACHE_SIZE = 256
+# A conversation's cached vectors are read again after this long even when they cover what a
+# search needs: another worker or replica may have stored some meanwhile.
+REFRESH_S = 30.0
 
 
 @dataclass(slots=True)
@@ -44,27 +48,47 @@ class VectorSet:
     matrix: np.ndarray | None = None
 
     max_sequence: int = -1  # of every row seen, with or without a vector
+    read_at: float = -REFRESH_S  # monotonic time of the last read from the database
+    _known: set[int] = field(default_factory=set)  # message ids in the matrix
 
     @property
     def size(self) -> int:
         return int(self.message_ids.shape[0])
 
+    def covers(self, sequence: int) -> bool:
+        """Whether every vector up to ``sequence`` is here without reading (recently read,
+        and this process stored the newer ones itself)."""
+        return self.max_sequence >= sequence and time.monotonic() - self.read_at < REFRESH_S
+
     def extend(self, rows: Sequence[Any]) -> None:
-        usable = [r for r in rows if r.embedding is not None and r.embedding_model == self.model]
+        """Rows read from ``message_vectors`` (ordered by id)."""
         if rows:
             self.last_id = max(self.last_id, max(int(r.id) for r in rows))
-            self.max_sequence = max(self.max_sequence, max(int(r.sequence_number) for r in rows))
+        self._add(
+            [
+                (int(r.message_id), int(r.sequence_number), decode_vector(r.embedding))
+                if r.embedding is not None and r.embedding_model == self.model
+                else (int(r.message_id), int(r.sequence_number), None)
+                for r in rows
+            ]
+        )
+
+    def _add(self, items: Sequence[tuple[int, int, np.ndarray | None]]) -> None:
+        if items:
+            self.max_sequence = max(self.max_sequence, max(seq for _, seq, _ in items))
+        usable = [item for item in items if item[2] is not None and item[0] not in self._known]
         if not usable:
             return
-        vectors = np.stack([decode_vector(r.embedding) for r in usable])
+        vectors = np.stack([vector for _, _, vector in usable if vector is not None])
         if self.matrix is not None and self.matrix.shape[1] != vectors.shape[1]:
             return
         self.matrix = vectors if self.matrix is None else np.vstack([self.matrix, vectors])
+        self._known.update(message_id for message_id, _, _ in usable)
         self.message_ids = np.concatenate(
-            [self.message_ids, np.asarray([r.message_id for r in usable], dtype=np.int64)]
+            [self.message_ids, np.asarray([m for m, _, _ in usable], dtype=np.int64)]
         )
         self.sequences = np.concatenate(
-            [self.sequences, np.asarray([r.sequence_number for r in usable], dtype=np.int64)]
+            [self.sequences, np.asarray([s for _, s, _ in usable], dtype=np.int64)]
         )
 
 
@@ -85,6 +109,17 @@ class VectorCache:
             self._sets.popitem(last=False)
         return found
 
+    def stored(
+        self,
+        key: tuple[str, str, str],
+        items: Sequence[tuple[int, int, np.ndarray | None]],
+    ) -> None:
+        """Vectors this process has just stored (message id, sequence, vector or None): a
+        conversation already cached has them without reading them back."""
+        found = self._sets.get(key)
+        if found is not None:
+            found._add(items)
+
 
 _VECTOR_COLUMNS = (
     MessageVector.id,
@@ -102,8 +137,15 @@ async def conversation_vectors(
     tenant_id: str,
     conversation_id: str,
     model: str,
+    *,
+    through: int | None = None,
 ) -> VectorSet:
+    """The conversation's vectors: the cached set, read on from the last row seen; not read
+    at all when it ``covers`` every message up to ``through`` (sequence)."""
     vectors = cache.get((tenant_id, conversation_id, model))
+    if through is not None and vectors.covers(through):
+        return vectors
+    vectors.read_at = time.monotonic()
     statement = (
         select(*_VECTOR_COLUMNS)
         .where(

@@ -93,6 +93,7 @@ class MemoryRepository(TenantRepository[Memory]):
                 Message.sequence_number >= first_sequence,
                 Message.turn_number >= first_turn,
                 Message.turn_number <= last_turn,
+                Message.status != "deleted",  # deleted through the Conversations API
             )
             .order_by(Message.sequence_number)
         )

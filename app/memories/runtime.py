@@ -11,6 +11,7 @@ from app.core.database import Database
 from app.core.settings import Settings
 from app.memories.locks import ConversationLocks
 from app.memories.recall import VectorCache
+from app.memories.vector_backlog import VectorBacklog
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ class MemoryRuntime:
         self._index_locks: dict[tuple[str, str], asyncio.Lock] = {}
         # Conversations' message vectors for message recall, loaded incrementally.
         self.recall_vectors = VectorCache()
+        # Message vectors embedded after the turn, one job per conversation, at a bounded rate.
+        self.vector_backlog = VectorBacklog()
 
     def cached_index(self, key: tuple[str, str], signature: Any) -> Any | None:
         entry = self._indexes.get(key)

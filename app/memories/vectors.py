@@ -4,8 +4,9 @@
   ``embedding_model``; a memory stored without one gets it when its user's index next catches
   up (index_refresh.py), and ``save_memory_vectors`` writes it back in the background.
 - Messages keep theirs in ``message_vectors`` (float32 blobs): ``schedule_message_vectors``
-  embeds a conversation's stored user and assistant messages that have none yet, after the turn
-  is stored; recall.py computes the still-missing ones lazily and saves them the same way.
+  (vector_backlog.py) embeds a conversation's stored user and assistant messages that have none
+  yet, after the turn is stored, at a bounded rate; recall.py computes the few just cut lazily
+  and saves them the same way.
   Tool results are embedded only where recall may search them: those the cache-aware fit has
   cleared (below ``conversations.cache_cleared_sequence``, the deployment's excluded tools
   never), from their first ``TOOL_EMBED_MAX_CHARS`` characters (MiniLM reads 256 word pieces).
@@ -31,9 +32,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.tokens import text_of
 from app.core.state import AppState
-from app.db.models import Conversation, Memory, Message, MessageVector
-from app.db.repository import conversation_scope, memory_scope, message_scope
-from app.memories.embedder import Embedder, EmbeddingFailed, encode_vector
+from app.db.models import Memory, Message, MessageVector
+from app.db.repository import memory_scope, message_scope
+from app.memories.embedder import Embedder, encode_vector
 
 __all__ = [
     "EMBED_MAX_CHARS",
@@ -45,7 +46,6 @@ __all__ = [
     "missing_messages",
     "save_memory_vectors",
     "save_message_vectors",
-    "schedule_message_vectors",
     "spawn",
     "tool_names",
 ]
@@ -109,6 +109,7 @@ class MissingMessage:
     text: str
     created_at: datetime
     tool_call_id: str | None = None
+    stale: bool = False  # it has a vector of another embedder, to be replaced
 
 
 async def missing_messages(
@@ -121,11 +122,13 @@ async def missing_messages(
     tools_before: int = 0,
     tool_sequences: Sequence[int] | None = None,
     limit: int = 4096,
+    newest_first: bool = False,
 ) -> list[MissingMessage]:
     """The conversation's user/assistant messages with no vector of ``model`` yet (a vector of
     another embedder, from before the deployment changed it, counts as none), and its tool
     results before ``tools_before`` (the cleared ones). ``tool_sequences``: only these tool
-    results, and no other message."""
+    results, and no other message. In sequence order; ``newest_first``: the newest ``limit``
+    (an index walk back from the end that stops there, whatever the history's length)."""
     if tool_sequences is not None:
         roles: Any = (Message.role == "tool") & Message.sequence_number.in_(list(tool_sequences))
     else:
@@ -142,6 +145,7 @@ async def missing_messages(
             Message.content,
             Message.created_at,
             Message.tool_call_id,
+            MessageVector.id,
         )
         .outerjoin(MessageVector, MessageVector.message_id == Message.id)
         .where(
@@ -154,14 +158,25 @@ async def missing_messages(
                 & (MessageVector.embedding_model != model),
             ),
         )
-        .order_by(Message.sequence_number)
+        .order_by(Message.sequence_number.desc() if newest_first else Message.sequence_number)
         .limit(limit)
     )
     if before_sequence is not None:
         statement = statement.where(Message.sequence_number < before_sequence)
-    rows = (await session.execute(statement)).all()
+    rows = list((await session.execute(statement)).all())
+    if newest_first:
+        rows.reverse()
     return [
-        MissingMessage(row[0], row[1], row[2], row[3], text_of(row[4]).strip(), row[5], row[6])
+        MissingMessage(
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            text_of(row[4]).strip(),
+            row[5],
+            row[6],
+            stale=row[7] is not None,
+        )  # fmt: skip
         for row in rows
     ]
 
@@ -258,19 +273,25 @@ async def save_message_vectors(
         return
     try:
         async with state.database.writing() as session:
-            stale = [row["message_id"] for row in rows]  # vectors of a previous embedder
-            await session.execute(
-                delete(MessageVector).where(
-                    MessageVector.message_id.in_(stale),
-                    MessageVector.embedding_model.is_not(None),
-                    MessageVector.embedding_model != model,
+            stale = [m.id for m in messages if m.stale]  # vectors of a previous embedder
+            if stale:
+                await session.execute(
+                    delete(MessageVector).where(
+                        MessageVector.message_id.in_(stale),
+                        MessageVector.embedding_model.is_not(None),
+                        MessageVector.embedding_model != model,
+                    )
                 )
-            )
             # Another task (this process's previous turn, or another worker) may have stored
             # some of them first: those are skipped, the rest still land.
             await session.execute(_insert_ignoring_duplicates(session), rows)
     except SQLAlchemyError:  # recall degrades (the next turn retries them), never the request
         logger.warning("message vectors not stored", exc_info=True)
+        return
+    state.memory.recall_vectors.stored(
+        (tenant_id, conversation_id, model),
+        [(m.id, m.sequence_number, v) for m, v in zip(messages, vectors, strict=True)],
+    )
 
 
 def _insert_ignoring_duplicates(session: AsyncSession) -> Any:
@@ -279,48 +300,3 @@ def _insert_ignoring_duplicates(session: AsyncSession) -> Any:
             index_elements=["message_id"]
         )
     return sqlite_insert(MessageVector).on_conflict_do_nothing(index_elements=["message_id"])
-
-
-async def _vectorize_conversation(
-    state: AppState, tenant_id: str, conversation_id: str, user: str | None
-) -> None:
-    embedder = state.embedder
-    if embedder is None:
-        return
-    try:
-        async with state.database.reading() as session:
-            cleared = await session.scalar(
-                select(Conversation.cache_cleared_sequence).where(
-                    Conversation.id == conversation_id, conversation_scope.tenant_clause(tenant_id)
-                )
-            )
-            missing = await missing_messages(
-                session, tenant_id, conversation_id, embedder.name, tools_before=cleared or 0
-            )
-            excluded = await excluded_tool_results(
-                session,
-                tenant_id,
-                conversation_id,
-                missing,
-                frozenset(state.settings.cache_exclude_tools),
-            )
-        if not missing:
-            return
-        vectors = await embed_messages(embedder, missing, excluded)
-        await save_message_vectors(
-            state, tenant_id, conversation_id, user, embedder.name, missing, vectors
-        )
-    except EmbeddingFailed as exc:
-        logger.warning("message vectors failed", extra={"error": str(exc)})
-    except Exception:
-        logger.warning("message vectors failed", exc_info=True)
-
-
-def schedule_message_vectors(
-    state: AppState, tenant_id: str, conversation_id: str, user: str | None
-) -> None:
-    """After a turn is stored: embed its messages (and any older ones still without), and the
-    tool results the cache-aware fit has cleared."""
-    if state.embedder is None or not state.settings.message_recall:
-        return
-    spawn(state, _vectorize_conversation(state, tenant_id, conversation_id, user))

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.messages.context_editing import ContextManagement
+from app.protocol.bounds import MAX_USER_CHARS
 from app.protocol.chat import AttachmentRef, ContextOptions
 
 __all__ = [
@@ -186,7 +187,7 @@ class ThinkingConfig(BaseModel):
 class Metadata(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    user_id: str | None = None
+    user_id: str | None = Field(default=None, max_length=MAX_USER_CHARS)
 
 
 class _Common(BaseModel):
@@ -205,6 +206,20 @@ class _Common(BaseModel):
     conversation_id: str | None = None
     attachments: list[AttachmentRef] = Field(default_factory=list)
     context: ContextOptions = Field(default_factory=ContextOptions)
+
+    @field_validator("messages")
+    @classmethod
+    def _content_not_empty(cls, messages: list[MessageParam]) -> list[MessageParam]:
+        # Anthropic's rule: "all messages must have non-empty content except for the optional
+        # final assistant message" (an empty prefill).
+        for index, message in enumerate(messages):
+            final_assistant = index == len(messages) - 1 and message.role == "assistant"
+            if not message.content and not final_assistant:
+                raise ValueError(
+                    f"messages.{index}: all messages must have non-empty content except for "
+                    "the optional final assistant message"
+                )
+        return messages
 
 
 class MessagesRequest(_Common):

@@ -17,7 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
+from app.core.errors import BadRequest
+from app.core.validation import validation_message
 from app.llm.pricing import prompt_cache
 from app.messages.schemas import (
     CountTokensRequest,
@@ -253,7 +256,11 @@ def to_turn_request(body: MessagesRequest) -> ChatCompletionRequest:
         fields["user"] = body.metadata.user_id
     if body.stream:
         fields["stream_options"] = {"include_usage": True}
-    return ChatCompletionRequest.model_validate(fields)
+    try:
+        return ChatCompletionRequest.model_validate(fields)
+    except ValidationError as error:  # what the schema let through and a chat turn cannot be
+        message, param = validation_message(error.errors())
+        raise BadRequest(message, param=param, code="invalid_request") from None
 
 
 # ---- answer ----------------------------------------------------------------------------

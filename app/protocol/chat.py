@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from app.protocol.bounds import MAX_USER_CHARS
 from app.protocol.goal import ContextGoal
 
 __all__ = [
@@ -136,7 +137,8 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    user: str | None = None
+    # The owner of long-term memory: as long as a memory's user may be (issue 24).
+    user: str | None = Field(default=None, max_length=MAX_USER_CHARS)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     tools: list[dict[str, Any]] | None = None

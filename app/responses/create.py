@@ -24,6 +24,7 @@ from app.responses.compaction_items import server_side_item
 from app.responses.management import managed_context
 from app.responses.native import NativeRenderer, client_output, native_request
 from app.responses.objects import echo_fields, response_object
+from app.responses.references import record_output_items, resolve_request
 from app.responses.render import ResponsesRenderer
 from app.responses.repository import response_repository
 from app.responses.schemas import ResponsesRequest
@@ -49,6 +50,12 @@ async def build_turn(
     stored length the conversation must still have for the turn to go on it (TurnContext's
     ``continue_at``), else None. ``notes`` gets what the door decided (management.py)."""
     notes = notes if notes is not None else []
+    await resolve_request(
+        state.database,
+        caller.tenant_id,
+        body,
+        store_false_strict=state.settings.responses_store_false == "passthrough",
+    )
     expansion = await expand_compaction(state, caller.tenant_id, body)
     if expansion is not None:  # continue the conversation the compaction item stands for
         body = expansion.body
@@ -175,6 +182,14 @@ class NewResponse:
                 "incomplete_reason": None,
                 "created_at": utcnow(),
             },
+        )
+        await record_output_items(
+            session,
+            tenant_id=self.tenant_id,
+            response_id=self.id,
+            conversation_id=prepared.conversation_id,
+            sequence_number=answer.sequence_number,
+            output=self.output,
         )
 
     def body_of(self, result: TurnResult, incomplete: str | None) -> dict[str, Any]:

@@ -39,6 +39,8 @@ def echo_fields(request: ResponsesRequest) -> dict[str, Any]:
         "truncation": request.truncation or "disabled",
         "user": request.user,
         "metadata": request.metadata or {},
+        # OpenAI's: the conversation the request named (``conversation``), else null.
+        "conversation": {"id": ref} if (ref := request.conversation_ref()) else None,
     }
 
 

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from app.protocol.bounds import MAX_USER_CHARS, Metadata, check_extra_size
 from app.protocol.chat import AttachmentRef, ContextOptions
 from app.responses.compaction_items import CompactionItem, CompactionTriggerItem
 
 __all__ = [
     "ContentPart",
+    "ConversationParam",
     "FunctionCallItem",
     "FunctionCallOutputItem",
     "FunctionTool",
     "InputItem",
+    "ItemReference",
     "MessageItem",
     "ReasoningItem",
     "ResponsesRequest",
@@ -28,6 +31,11 @@ __all__ = [
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="after")
+    def _bounded_extras(self) -> _Open:
+        check_extra_size(self.model_extra)  # kept as given in the stored input items
+        return self
 
 
 class ContentPart(_Open):
@@ -82,6 +90,14 @@ class ReasoningItem(_Open):
     status: str | None = None
 
 
+class ItemReference(_Open):
+    """``{"type": "item_reference", "id": …}``: an item stored earlier, resolved to it before
+    translation (app/responses/references.py)."""
+
+    type: Literal["item_reference"]
+    id: str = Field(min_length=1)
+
+
 def _item_kind(value: Any) -> str:
     if isinstance(value, dict):
         return str(value.get("type") or "message")
@@ -93,6 +109,7 @@ InputItem = Annotated[
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
     | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[ItemReference, Tag("item_reference")]
     | Annotated[CompactionItem, Tag("compaction")]
     | Annotated[CompactionTriggerItem, Tag("compaction_trigger")],
     Discriminator(
@@ -100,7 +117,7 @@ InputItem = Annotated[
         custom_error_type="unsupported_item",
         custom_error_message=(
             "Input items may be of type 'message', 'function_call', 'function_call_output', "
-            "'reasoning', 'compaction' or 'compaction_trigger'"
+            "'reasoning', 'item_reference', 'compaction' or 'compaction_trigger'"
         ),
     ),
 ]
@@ -114,6 +131,10 @@ class FunctionTool(_Open):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+
+
+class ConversationParam(_Open):
+    id: str = Field(min_length=1)
 
 
 class ResponsesRequest(BaseModel):
@@ -135,16 +156,25 @@ class ResponsesRequest(BaseModel):
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
-    metadata: dict[str, str] | None = None
+    metadata: Metadata | None = None
     reasoning: dict[str, Any] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     # [{"type": "compaction", "compact_threshold": N}]: management.py maps it onto the budget.
     context_management: list[dict[str, Any]] | None = None
     parallel_tool_calls: bool | None = None
-    user: str | None = None
+    user: str | None = Field(default=None, max_length=MAX_USER_CHARS)
     text: dict[str, Any] | None = None
+    # The stored conversation this turn continues (an id, or {"id": …}); echoed as
+    # {"id": …} in the Response. contextgate's ``conversation_id`` says the same.
+    conversation: str | ConversationParam | None = None
 
     # contextgate's extensions
     conversation_id: str | None = None
     attachments: list[AttachmentRef] = Field(default_factory=list)
     context: ContextOptions = Field(default_factory=ContextOptions)
+
+    def conversation_ref(self) -> str | None:
+        """The id ``conversation`` names (a string, or ``{"id": …}``)."""
+        if self.conversation is None or isinstance(self.conversation, str):
+            return self.conversation
+        return self.conversation.id

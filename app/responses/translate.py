@@ -190,7 +190,7 @@ def chat_messages(request: ResponsesRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def function_tools(tools: list[dict[str, Any]] | None) -> list[FunctionTool]:
+def function_tools(tools: list[dict[str, Any]] | None, where: str = "tools") -> list[FunctionTool]:
     """The function tools of a request, namespaces flattened; hosted tools left out."""
     found: list[FunctionTool] = []
     for index, tool in enumerate(tools or ()):
@@ -201,13 +201,20 @@ def function_tools(tools: list[dict[str, Any]] | None) -> list[FunctionTool]:
             except ValidationError as error:
                 raise BadRequest(
                     f"Invalid function tool: {error.errors()[0].get('msg')}",
-                    param=f"tools.{index}",
+                    param=f"{where}.{index}",
                     code="invalid_tool",
                 ) from None
         elif kind == "namespace":
-            found += function_tools(list(tool.get("tools") or ()))
+            inner = tool.get("tools")
+            if not isinstance(inner, list) or not all(isinstance(t, dict) for t in inner):
+                raise BadRequest(
+                    "A namespace tool's 'tools' must be a list of tool objects.",
+                    param=f"{where}.{index}.tools",
+                    code="invalid_tool",
+                )
+            found += function_tools(inner, f"{where}.{index}.tools")
         elif not isinstance(kind, str):
-            raise BadRequest("Every tool needs a 'type'.", param=f"tools.{index}")
+            raise BadRequest("Every tool needs a 'type'.", param=f"{where}.{index}")
     return found
 
 

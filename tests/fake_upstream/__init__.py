@@ -21,12 +21,17 @@ Prompt caches: models whose name contains "cacher" report OpenAI's
 generateContent reports implicit hits (`cachedContentTokenCount`, gemini.py).
 
 Directives in the last user message (each until end of line):
-    CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call.
+    CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call
+                                   (also in the last message when it is a tool result:
+                                   a tool loop goes on).
     FAULT:<json fault>             apply that fault on every call that sees it.
 
 A fault: {"status": 429, "headers": {...}, "body": {...}, "message": "..."}, {"hang": true},
 {"delay_ms": 500}, {"drop_after_chunks": 3} (non-stream: half the body), {"chunk_delay_ms": 20},
 {"status": 401, "quote_key": true} (the message quotes the key it got, as OpenAI's does),
+{"status": 400, "quote_key_in": ["code", "param", "type"]} (those error fields echo the
+Authorization header it got, as some providers do; with error_after_chunks too, also on
+/v1/responses, where the error event is a `response.failed`),
 {"content_type": "text/html", "body": "<html>…"} (that body with status 200 even to a stream),
 {"end_early": true} (a stream's content, then a clean close: no finish_reason, no [DONE]),
 {"error_after_chunks": 2, "quote_key": true} (a stream's first 2 events, the role and the first

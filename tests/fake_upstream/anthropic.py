@@ -226,6 +226,11 @@ def plan(body: dict[str, Any], scripted: dict[str, Any] | None, next_id: Any) ->
             )
         return reply
     match = _CALL_TOOL.search(user_text) if body.get("tools") else None
+    if match is None and body.get("tools") and last.get("role") == "user":
+        # An agent's tool loop: the last tool result may ask for the next call.
+        results = [b for b in _blocks(last.get("content")) if b.get("type") == "tool_result"]
+        if results:
+            match = _CALL_TOOL.search(text_of(results[-1].get("content")))
     if match:
         try:
             data = orjson.loads(match.group(2).strip() or "{}")

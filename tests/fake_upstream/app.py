@@ -116,6 +116,17 @@ def _quoting_key(request: Request) -> str:
     return f"Incorrect API key provided: {key}. You can find your API key at …"
 
 
+def _faulty_error(request: Request, fault: dict[str, Any], status: int) -> dict[str, Any]:
+    """The error body a fault asks for: its message, or the key quoted (`quote_key`); with
+    `quote_key_in` (e.g. ["code", "param", "type"]) those fields echo the Authorization header
+    too, as some providers' error bodies do."""
+    message = _quoting_key(request) if fault.get("quote_key") else fault.get("message")
+    body = r.error_body(status, message, fault.get("code"))
+    for field in fault.get("quote_key_in") or ():
+        body["error"][str(field)] = request.headers.get("authorization", "")
+    return body
+
+
 def _fault_response(
     state: FakeState, fault: dict[str, Any], delay_ms: float, request: Request
 ) -> Reply | None:
@@ -128,11 +139,8 @@ def _fault_response(
         return None
     status = int(fault.get("status") or 200)
     body = fault.get("body")
-    message = fault.get("message")
-    if fault.get("quote_key"):
-        message = _quoting_key(request)
     if body is None:
-        body = r.error_body(status, message, fault.get("code"))
+        body = _faulty_error(request, fault, status)
     payload = body.encode() if isinstance(body, str) else orjson.dumps(body)
     headers = fault.get("headers")
     return FakeResponse(
@@ -189,8 +197,7 @@ async def chat_completions(request: Request) -> Reply:
             ]
         after = fault.get("error_after_chunks")
         if after is not None:  # a stream broken off by an error event, as OpenAI sends one
-            message = _quoting_key(request) if fault.get("quote_key") else fault.get("message")
-            error = r.error_body(int(fault.get("error_status") or 500), message)
+            error = _faulty_error(request, fault, int(fault.get("error_status") or 500))
             events = [*events[: int(after)], r.sse(error)]
         return FakeResponse(state.hooks, events=events, chunk_delay=chunk_delay / 1000, **common)
     payload = orjson.dumps(r.completion(body, answer, n, cached))
@@ -289,6 +296,12 @@ async def responses_api(request: Request) -> Reply:
     reply = o.plan(body, n, state.next_call_id)
     if body.get("stream"):
         events = o.stream_events(body, reply, n)
+        after = fault.get("error_after_chunks")
+        if after is not None:  # response.failed after `after` events, its error as the fault's
+            error = _faulty_error(request, fault, int(fault.get("error_status") or 500))
+            failed = {"type": "response.failed", "sequence_number": int(after),
+                      "response": {"status": "failed", "error": error["error"]}}  # fmt: skip
+            events = [*events[: int(after)], r.sse(failed)]
         chunk_delay = float(fault.get("chunk_delay_ms") or 0) / 1000
         return FakeResponse(
             state.hooks, events=events, delay=delay_ms / 1000, chunk_delay=chunk_delay

@@ -155,7 +155,8 @@ def _plan(
         ]
         content = scripted.get("content")
         return Answer(None if calls and not content else (content or ""), calls, reasoning)
-    if last.get("role") == "user" and body.get("tools"):
+    if last.get("role") in ("user", "tool") and body.get("tools"):
+        # After a user message, or (an agent's tool loop) after a tool result that asks.
         match = _CALL_TOOL.search(content_text(last.get("content")))
         if match:
             call = _tool_call(next_call_id(), match.group(1), match.group(2).strip())

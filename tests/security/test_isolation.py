@@ -87,6 +87,8 @@ async def world(client_for: Any, make_settings: Callable[..., Settings]) -> dict
     )
     assert response.status_code == 200, response.text
     ids["response_id"] = response.json()["id"]
+    items = await client.get(f"/v1/conversations/{ids['conversation_id']}/items", headers=a)
+    ids["item_id"] = items.json()["data"][0]["id"]
     schema = (await client.get("/openapi.json")).json()
     return {"client": client, "a": a, "b": _auth(keys["b"]["key"]), "ids": ids, "schema": schema}
 

@@ -35,8 +35,10 @@ class ContextgateServer:
         workers: int = 1,
         log_path: Path | None = None,
         startup_timeout: float = 60.0,
+        unset: tuple[str, ...] = (),
     ) -> None:
         self.env = env
+        self.unset = unset  # variables of this process the server must not inherit
         self.workers = workers
         self.port = free_port()
         self.log_path = log_path
@@ -56,6 +58,8 @@ class ContextgateServer:
 
     def start(self) -> ContextgateServer:
         env = {**os.environ, **self.env}
+        for name in self.unset:
+            env.pop(name, None)
         command = [
             sys.executable, "-m", "app.cli", "serve",
             "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),

@@ -10,6 +10,7 @@ from app.db.models.message import Message
 from app.db.models.message_vector import MessageVector
 from app.db.models.request_log import RequestLog
 from app.db.models.response import ResponseRecord
+from app.db.models.response_item import ResponseItem
 from app.db.models.summary import ConversationSummaryRow
 from app.db.models.ui_session import UiSession
 
@@ -24,6 +25,7 @@ __all__ = [
     "Message",
     "MessageVector",
     "RequestLog",
+    "ResponseItem",
     "ResponseRecord",
     "UiSession",
     "new_id",

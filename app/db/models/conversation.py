@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Index, String
+from sqlalchemy import JSON, Index, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.models.base import Base, new_id, utcnow
@@ -27,6 +27,8 @@ class Conversation(Base):
     tenant_id: Mapped[str] = mapped_column(String(64))
     model: Mapped[str | None] = mapped_column(String(200))
     title: Mapped[str | None] = mapped_column(String(200))
+    # The Conversations API's metadata (up to 16 string pairs); ``metadata`` is the ORM's own.
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

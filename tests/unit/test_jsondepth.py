@@ -1,0 +1,48 @@
+"""app/core/jsondepth.py: the byte-level nesting check agrees with the parsed value's depth."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.core.jsondepth import nesting_exceeds
+
+# Strings full of brackets, quotes and backslashes: none of them is nesting.
+TRICKY = st.text(st.sampled_from('[]{}"\\ab'), max_size=8)
+VALUES = st.recursive(
+    st.none() | st.integers() | TRICKY,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(TRICKY, children, max_size=3),
+    max_leaves=30,
+)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(item) for item in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(item) for item in value.values()), default=0)
+    return 0
+
+
+def _wrap(value: Any, levels: int) -> Any:
+    for index in range(levels):
+        value = [value] if index % 2 else {'k]\\"': value}
+    return value
+
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(VALUES, st.integers(0, 12), st.integers(1, 16))
+def test_agrees_with_the_parsed_depth(value: Any, levels: int, limit: int) -> None:
+    wrapped = _wrap(value, levels)
+    raw = json.dumps(wrapped).encode()
+    assert nesting_exceeds(raw, limit) == (_depth(wrapped) > limit)
+
+
+def test_limits_and_invalid_json() -> None:
+    assert not nesting_exceeds(b"[" * 64 + b"]" * 64, 64)
+    assert nesting_exceeds(b"[" * 65 + b"]" * 65, 64)
+    assert not nesting_exceeds(b'["' + b"[" * 500 + b'"]', 64)  # inside a string
+    assert not nesting_exceeds(b"[" * 500, 64)  # unbalanced: the parser refuses it
