@@ -324,3 +324,50 @@ def test_latency_header(fake: FakeUpstream) -> None:
     )
     assert response.status_code == 200
     assert time.monotonic() - started >= 0.15
+
+
+def test_a_cacher_model_reports_openais_cached_tokens(client: openai.OpenAI) -> None:
+    messages: list[Any] = [
+        {"role": "system", "content": "You answer briefly. " * 30},
+        {"role": "user", "content": "first"},
+    ]
+    first = client.chat.completions.create(model="gpt-cacher", messages=messages)
+    assert first.usage is not None
+    assert first.usage.prompt_tokens_details is None  # nothing seen before
+    messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "second"}]
+    second = client.chat.completions.create(model="gpt-cacher", messages=messages)
+    assert second.usage is not None
+    assert second.usage.prompt_tokens_details is not None
+    assert second.usage.prompt_tokens_details.cached_tokens == first.usage.prompt_tokens
+    plain = client.chat.completions.create(model="fake-model", messages=messages)
+    assert plain.usage is not None
+    assert plain.usage.prompt_tokens_details is None  # other models report no cache
+
+
+def test_gemini_generate_content_reports_implicit_hits(fake: FakeUpstream) -> None:
+    url = f"{fake.url}/v1beta/models/gemini-2.5-flash"
+    body: dict[str, Any] = {
+        "system_instruction": {"parts": [{"text": "Be brief. " * 30}]},
+        "contents": [{"role": "user", "parts": [{"text": "first"}]}],
+    }
+    first = httpx.post(f"{url}:generateContent", json=body).json()
+    assert "cachedContentTokenCount" not in first["usageMetadata"]
+    assert first["candidates"][0]["content"]["parts"][0]["text"] == "Echo: first"
+    body["contents"] += [
+        {"role": "model", "parts": [{"text": "Echo: first"}]},
+        {"role": "user", "parts": [{"text": "second"}]},
+    ]
+    streamed = httpx.post(f"{url}:streamGenerateContent", params={"alt": "sse"}, json=body)
+    chunks = [
+        json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")
+    ]
+    usage = chunks[-1]["usageMetadata"]
+    assert 0 < usage["cachedContentTokenCount"] < usage["promptTokenCount"]
+    assert "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks) == (
+        "Echo: second"
+    )
+    refused = httpx.post(f"{url}:generateContent", json={"contents": []})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["status"] == "INVALID_ARGUMENT"
+    bad_role = {"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}
+    assert httpx.post(f"{url}:generateContent", json=bad_role).status_code == 400

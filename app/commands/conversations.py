@@ -12,7 +12,7 @@ from app.commands.common import console, run_with_database, settings_or_exit
 from app.commands.plain import WIDE_COLUMNS, as_json, conversation_lines, list_lines
 from app.core.errors import NotFound
 from app.inspect.service import InspectService, Timeline
-from app.inspect.views import PARTS, ConversationRow, RequestView
+from app.inspect.views import PARTS, ConversationRow, ProviderCacheView, RequestView
 
 __all__ = ["conversations_app"]
 
@@ -196,11 +196,21 @@ def _print_extras(out: Console, timeline: Timeline) -> None:
             details.append(f"memories injected: {ids}")
         if request.cache_hits or request.cache_misses:
             details.append(f"summary cache {request.cache_hits} hit / {request.cache_misses} miss")
+        if request.provider_cache:
+            details.append(_provider_cache(request.provider_cache))
         details.extend(f"note: {note}" for note in request.notes)
         if request.error:
             details.append(f"error: {_short(request.error, 200)}")
         for line in details:
             out.print(f"{request.id}  {line}", markup=False)
+
+
+def _provider_cache(cache: ProviderCacheView) -> str:
+    one_hour = f" ({cache.write_1h_tokens} for 1 h)" if cache.write_1h_tokens else ""
+    return (
+        f"provider cache: read {cache.read_tokens} ({_money(cache.read_cost)}), "
+        f"wrote {cache.write_tokens}{one_hour} ({_money(cache.write_cost)})"
+    )
 
 
 @conversations_app.command("show")

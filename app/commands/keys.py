@@ -83,7 +83,7 @@ def create_key(
 
 @keys_app.command("list")
 def list_keys() -> None:
-    """Keys not revoked, with their limits and expiry (expired ones are marked)."""
+    """Keys not revoked, with their limits, what they spent and expiry (expired ones marked)."""
     settings = settings_or_exit()
     master = _master_key(settings)
     keys: list[KeyInfo] = run_with_database(settings, lambda db: KeyService(db, master).list())
@@ -92,7 +92,7 @@ def list_keys() -> None:
         out.print("no keys yet: contextgate keys create NAME")
         return
     table = Table(title=f"keys ({len(keys)})")
-    for column in ("id", "name", "prefix", "budget", "rpm", "created", "expires"):
+    for column in ("id", "name", "prefix", "budget", "spent", "rpm", "created", "expires"):
         table.add_column(column, no_wrap=column in ("id", "prefix", "created", "expires"))
     for key in keys:
         table.add_row(
@@ -100,6 +100,7 @@ def list_keys() -> None:
             key.name,
             key.key_prefix,
             _limit(key.max_budget, "$"),
+            f"${key.spend:.4f}",
             _limit(key.rpm_limit),
             key.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             _expiry(key.expires_at),

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.context.metadata import ContextUtilization
+from app.context.metadata import ContextUtilization, CostInfo
+from app.llm.pricing import prompt_cache
 
-__all__ = ["add_cache_hints", "client_marked_cache", "is_anthropic_model", "provider_cache_usage"]
+__all__ = [
+    "add_cache_hints",
+    "client_marked_cache",
+    "is_anthropic_model",
+    "provider_cache_cost",
+    "provider_cache_usage",
+]
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -67,11 +74,17 @@ def add_cache_hints(messages: list[dict[str, Any]], system_count: int, prefix_co
 
 
 def provider_cache_usage(utilization: ContextUtilization, usage: dict[str, Any] | None) -> None:
-    """Copy the provider's cached / cache-write prompt tokens into ``cache_stats``."""
+    """Copy the provider's cache reads and writes (1-hour ones apart) into ``cache_stats``, read
+    as they are priced (app/llm/pricing.py)."""
     if not usage:
         return
-    details = usage.get("prompt_tokens_details") or {}
-    read = usage.get("cache_read_input_tokens") or details.get("cached_tokens") or 0
-    write = usage.get("cache_creation_input_tokens") or details.get("cache_creation_tokens") or 0
-    utilization.cache_stats.cached_tokens = int(read)
-    utilization.cache_stats.cache_write_tokens = int(write)
+    cache = prompt_cache(usage)
+    utilization.cache_stats.cached_tokens = cache.read_tokens
+    utilization.cache_stats.cache_write_tokens = cache.write_tokens
+    utilization.cache_stats.cache_write_1h_tokens = cache.write_1h_tokens
+
+
+def provider_cache_cost(utilization: ContextUtilization, cost: CostInfo) -> None:
+    """What the provider's cache reads and writes cost, beside their tokens in ``cache_stats``."""
+    utilization.cache_stats.cache_read_cost = cost.cache_read_cost
+    utilization.cache_stats.cache_write_cost = cost.cache_write_cost

@@ -116,9 +116,15 @@ class CacheStats(BaseModel):
     prefix_kept: bool = False
     prefix_tokens: int = 0
     # The provider's prompt cache, as it reported (OpenAI cached_tokens, Anthropic
-    # cache_read_input_tokens / cache_creation_input_tokens).
+    # cache_read_input_tokens / cache_creation_input_tokens and its 1-hour part, Gemini
+    # cached_content_token_count), beside prefix_tokens (contextgate's own estimate of the
+    # prefix the provider can read back); and what the reads and writes cost (USD, parts of
+    # the response's cost.prompt_cost).
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    cache_read_cost: float = 0.0
+    cache_write_cost: float = 0.0
     # Where the history starts (message sequence number) and whether this request moved it.
     cut: bool = False
     cut_at_sequence: int | None = None
@@ -193,16 +199,32 @@ class ContextUtilization(BaseModel):
 
 
 class CostInfo(BaseModel):
+    """A response's cost in USD. ``prompt_cost`` includes the provider's prompt cache, priced at
+    its rates: ``cache_read_cost`` and ``cache_write_cost`` are the parts of it spent on cache
+    reads and writes (not added again to ``total_cost``)."""
+
     prompt_cost: float = 0.0
     completion_cost: float = 0.0
     planning_cost: float = 0.0
     total_cost: float = 0.0
+    cache_read_cost: float = 0.0
+    cache_write_cost: float = 0.0
 
     @classmethod
-    def of(cls, prompt: float, completion: float, planning: float) -> CostInfo:
+    def of(
+        cls,
+        prompt: float,
+        completion: float,
+        planning: float,
+        *,
+        cache_read: float = 0.0,
+        cache_write: float = 0.0,
+    ) -> CostInfo:
         return cls(
             prompt_cost=prompt,
             completion_cost=completion,
             planning_cost=planning,
             total_cost=prompt + completion + planning,
+            cache_read_cost=cache_read,
+            cache_write_cost=cache_write,
         )

@@ -119,6 +119,18 @@ COST = Counter(
     "Cost in USD, by model and kind (prompt, completion, planning).",
     ["model", "kind"],
 )
+PROMPT_CACHE_TOKENS = Counter(
+    "contextgate_prompt_cache_tokens",
+    "Prompt tokens the provider's prompt cache served or stored, as it reported them, by model "
+    'and kind (read, write_5m, write_1h); part of contextgate_tokens{direction="prompt"}.',
+    ["model", "kind"],
+)
+PROMPT_CACHE_COST = Counter(
+    "contextgate_prompt_cache_cost_usd",
+    "USD of the provider's prompt-cache reads and writes at their own rates, by model and kind "
+    '(read, write); part of contextgate_cost_usd{kind="prompt"}.',
+    ["model", "kind"],
+)
 
 
 # Model names come from clients: past this many distinct names per process, the rest are
@@ -206,6 +218,23 @@ def record_chat(
     COST.labels(model, "prompt").inc(max(prompt_cost, 0.0))
     COST.labels(model, "completion").inc(max(completion_cost, 0.0))
     COST.labels(model, "planning").inc(max(planning_cost, 0.0))
+    _record_prompt_cache(model, utilization.cache_stats)
+
+
+def _record_prompt_cache(model: str, stats: Any) -> None:
+    """The provider's prompt cache of one response (``cache_stats``: a ``CacheStats``)."""
+    one_hour = max(_int(stats.cache_write_1h_tokens), 0)
+    tokens = {
+        "read": _int(stats.cached_tokens),
+        "write_5m": max(_int(stats.cache_write_tokens) - one_hour, 0),
+        "write_1h": one_hour,
+    }
+    for kind, count in tokens.items():
+        if count > 0:
+            PROMPT_CACHE_TOKENS.labels(model, kind).inc(count)
+    for kind, usd in (("read", stats.cache_read_cost), ("write", stats.cache_write_cost)):
+        if usd > 0:
+            PROMPT_CACHE_COST.labels(model, kind).inc(usd)
 
 
 def record_embeddings(model: str, tokens: int, cost: float) -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "ConversationRow",
     "MessageView",
     "Part",
+    "ProviderCacheView",
     "RequestView",
     "TimelineEntry",
     "conversation_row",
@@ -102,6 +103,7 @@ class RequestView:
     cache_hits: int
     cache_misses: int
     prompt_cache: PromptCacheView | None
+    provider_cache: ProviderCacheView | None
     compaction: dict[str, Any] | None
     memories_injected: list[dict[str, Any]]
     notes: list[str]
@@ -145,9 +147,38 @@ class PromptCacheView:
     cleared_tool_results: int
     cleared_tokens: int
     cleared_now: list[dict[str, Any]]
-    cached_tokens: int
-    cache_write_tokens: int
     rebase_reason: str | None = None  # the prompt owner rewrote the prompt, and why
+
+
+@dataclass(slots=True)
+class ProviderCacheView:
+    """The provider's prompt cache on one request, as it reported and as it was priced."""
+
+    read_tokens: int
+    write_tokens: int
+    write_1h_tokens: int
+    read_cost: float
+    write_cost: float
+    expected_tokens: int | None  # contextgate's estimate: the prefix it kept, if it kept one
+
+    @property
+    def write_5m_tokens(self) -> int:
+        return self.write_tokens - self.write_1h_tokens
+
+
+def provider_cache_view(cache: dict[str, Any]) -> ProviderCacheView | None:
+    read, write = _int(cache.get("cached_tokens")), _int(cache.get("cache_write_tokens"))
+    if not read and not write:
+        return None
+    kept = bool(cache.get("prefix_kept"))
+    return ProviderCacheView(
+        read_tokens=read,
+        write_tokens=write,
+        write_1h_tokens=min(_int(cache.get("cache_write_1h_tokens")), write),
+        read_cost=_float(cache.get("cache_read_cost")),
+        write_cost=_float(cache.get("cache_write_cost")),
+        expected_tokens=_int(cache.get("prefix_tokens")) if kept else None,
+    )
 
 
 def prompt_cache_view(cache: dict[str, Any]) -> PromptCacheView | None:
@@ -163,8 +194,6 @@ def prompt_cache_view(cache: dict[str, Any]) -> PromptCacheView | None:
         cleared_tool_results=_int(cache.get("cleared_tool_results")),
         cleared_tokens=_int(cache.get("cleared_tokens")),
         cleared_now=[c for c in cache.get("cleared_now") or [] if isinstance(c, dict)],
-        cached_tokens=_int(cache.get("cached_tokens")),
-        cache_write_tokens=_int(cache.get("cache_write_tokens")),
         rebase_reason=str(cache["rebase_reason"]) if cache.get("rebase_reason") else None,
     )
 
@@ -236,6 +265,10 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
 def _parts(utilization: dict[str, Any]) -> list[Part]:
     breakdown = utilization.get("breakdown") or {}
     tokens = {name: _int(breakdown.get(name)) for name in PARTS}
@@ -273,6 +306,7 @@ def request_view(row: RequestLog) -> RequestView:
         cache_hits=_int(cache.get("hits")),
         cache_misses=_int(cache.get("misses")),
         prompt_cache=prompt_cache_view(cache),
+        provider_cache=provider_cache_view(cache),
         compaction=utilization.get("compaction") or None,
         memories_injected=list(utilization.get("memories_injected") or []),
         notes=[str(note) for note in utilization.get("notes") or []],

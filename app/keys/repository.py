@@ -44,5 +44,23 @@ class KeyRepository:
         total, largest = (await session.execute(statement)).one()
         return float(total), float(largest)
 
+    async def spends(self, session: AsyncSession, keys: list[ApiKey]) -> dict[str, float]:
+        """What each key spent in its own tenant, in USD (the request log's total_cost, prompt
+        caches priced at their own rates), by key id."""
+        if not keys:
+            return {}
+        statement = (
+            select(
+                RequestLog.key_id,
+                RequestLog.tenant_id,
+                func.coalesce(func.sum(RequestLog.total_cost), 0.0),
+            )
+            .where(RequestLog.key_id.in_([key.id for key in keys]))
+            .group_by(RequestLog.key_id, RequestLog.tenant_id)
+        )
+        tenants = {key.id: key.tenant_id for key in keys}
+        rows = (await session.execute(statement)).all()
+        return {str(k): float(usd) for k, tenant, usd in rows if tenants.get(str(k)) == tenant}
+
 
 key_repository = KeyRepository()

@@ -41,6 +41,11 @@ class KeyInfo(BaseModel):
     rpm_limit: int | None
     created_at: UtcDatetime
     expires_at: UtcDatetime | None = None
+    spend: float = Field(
+        default=0.0,
+        description="USD this key (its own tenant) has spent: every request's total_cost, the "
+        "provider's prompt cache priced at its own read and write rates. max_budget caps it.",
+    )
 
 
 class KeyCreated(KeyInfo):

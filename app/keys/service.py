@@ -27,7 +27,7 @@ def require_admin(caller: Caller) -> None:
         raise Forbidden("Only the master key can manage keys.")
 
 
-def _info(key: ApiKey) -> KeyInfo:
+def _info(key: ApiKey, spend: float = 0.0) -> KeyInfo:
     return KeyInfo(
         id=key.id,
         name=key.name,
@@ -36,6 +36,7 @@ def _info(key: ApiKey) -> KeyInfo:
         rpm_limit=key.rpm_limit,
         created_at=key.created_at,
         expires_at=key.expires_at,
+        spend=spend,
     )
 
 
@@ -64,7 +65,9 @@ class KeyService:
 
     async def list(self) -> list[KeyInfo]:
         async with self._database.reading() as session:
-            return [_info(key) for key in await key_repository.list_active(session)]
+            keys = await key_repository.list_active(session)
+            spends = await key_repository.spends(session, keys)
+        return [_info(key, spends.get(key.id, 0.0)) for key in keys]
 
     async def revoke(self, key_id: str) -> None:
         async with self._database.writing() as session:

@@ -25,6 +25,7 @@ from app.llm.errors import is_retryable, map_upstream_error, retry_after_seconds
 from app.llm.model_info import ModelInfo, model_info_for
 from app.llm.openai_compat import OpenAICompatTransport, is_direct
 from app.llm.params import strip_control_params
+from app.llm.pricing import UsageCost
 from app.llm.responses import Usage, normalize_completion, usage_of
 from app.llm.routing import Deployment, ModelRouter, is_anthropic
 from app.llm.stream_handle import StreamHandle, incomplete_stream
@@ -52,8 +53,10 @@ class Completion:
     response: dict[str, Any]
     usage: Usage | None
     deployment: Deployment
-    prompt_cost: float = 0.0
+    prompt_cost: float = 0.0  # the provider's prompt cache included (its reads and writes)
     completion_cost: float = 0.0
+    cache_read_cost: float = 0.0  # parts of prompt_cost
+    cache_write_cost: float = 0.0
 
     @property
     def content(self) -> str:
@@ -119,10 +122,16 @@ class LLMClient:
     def model_info(self, model_name: str) -> ModelInfo:
         return model_info_for(self.router.primary(model_name))
 
-    def cost(self, deployment: Deployment, usage: Usage | None) -> tuple[float, float]:
+    def price(self, deployment: Deployment, usage: Usage | None) -> UsageCost:
+        """The usage priced with its prompt cache: reads and 5m / 1h writes at their rates."""
         if usage is None:
-            return 0.0, 0.0
-        return model_info_for(deployment).cost(usage.prompt_tokens, usage.completion_tokens)
+            return UsageCost()
+        return model_info_for(deployment).price(usage.raw or usage.counts())
+
+    def cost(self, deployment: Deployment, usage: Usage | None) -> tuple[float, float]:
+        """(prompt cost, completion cost) of ``price``: the prompt's cache included."""
+        priced = self.price(deployment, usage)
+        return priced.prompt_cost, priced.completion_cost
 
     # ---- calls -------------------------------------------------------------------------
     def _call_kwargs(
@@ -170,8 +179,16 @@ class LLMClient:
                 )
             response = normalize_completion(raw, model_name)
             usage = usage_of(response.get("usage"))
-            prompt_cost, completion_cost = self.cost(deployment, usage)
-            return Completion(response, usage, deployment, prompt_cost, completion_cost)
+            cost = self.price(deployment, usage)
+            return Completion(
+                response,
+                usage,
+                deployment,
+                prompt_cost=cost.prompt_cost,
+                completion_cost=cost.completion_cost,
+                cache_read_cost=cost.cache_read_cost,
+                cache_write_cost=cost.cache_write_cost,
+            )
 
         return await self._with_retries(model_name, call, retry)
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from app.llm.pricing import Rates, UsageCost, price
 from app.llm.routing import Deployment
 
 __all__ = ["ModelInfo", "model_info_for"]
@@ -30,12 +32,19 @@ class ModelInfo:
     output_cost_per_token: float
     supports_response_schema: bool
     known: bool
+    # Every per-token rate of the entry (cache reads and writes, size tiers), read once.
+    rates: Rates = field(default_factory=lambda: Rates({}))
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> tuple[float, float]:
+        """Plain input and output prices (embeddings, and usage without a cache)."""
         return (
             prompt_tokens * self.input_cost_per_token,
             completion_tokens * self.output_cost_per_token,
         )
+
+    def price(self, usage: Mapping[str, Any] | None) -> UsageCost:
+        """A response's usage priced with its prompt cache (app/llm/pricing.py)."""
+        return price(self.rates, usage)
 
 
 _UNKNOWN = ModelInfo(None, None, 0.0, 0.0, False, False)
@@ -81,6 +90,7 @@ def _litellm_info(model: str) -> ModelInfo:
             output_cost_per_token=float(entry.get("output_cost_per_token") or 0.0),
             supports_response_schema=bool(entry.get("supports_response_schema")),
             known=True,
+            rates=Rates.of(entry),
         )
     return _UNKNOWN
 
@@ -104,4 +114,5 @@ def model_info_for(deployment: Deployment) -> ModelInfo:
             overrides.get("supports_response_schema", base.supports_response_schema)
         ),
         known=base.known or bool(overrides),
+        rates=Rates.of({**base.rates.source, **overrides}),
     )

@@ -255,8 +255,16 @@ async def native_complete(
             "usage": usage,
         }
         parsed = usage_of(dict(usage) if usage else None)
-        prompt_cost, completion_cost = llm.cost(deployment, parsed)
-        completion = Completion(chat, parsed, deployment, prompt_cost, completion_cost)
+        priced = llm.price(deployment, parsed)  # cached input at the cache-read rate
+        completion = Completion(
+            chat,
+            parsed,
+            deployment,
+            priced.prompt_cost,
+            priced.completion_cost,
+            priced.cache_read_cost,
+            priced.cache_write_cost,
+        )
         return NativeAnswer(completion, output)
 
     try:

@@ -15,6 +15,10 @@ class Usage:
     completion_tokens: int
     raw: dict[str, Any] = field(default_factory=dict)
 
+    def counts(self) -> dict[str, int]:
+        """The two counts as chat usage (for a Usage built without the provider's raw one)."""
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
 
 def usage_of(usage: dict[str, Any] | None) -> Usage | None:
     if not usage:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from app.core.state import AppState
 from app.llm.client import Completion, StreamHandle
+from app.llm.pricing import add_usage
 from app.llm.responses import Usage
 from app.memories.index_refresh import refresh_soon
 from app.memories.schemas import MemoryType
@@ -152,11 +153,6 @@ def _continuation(
     return [assistant, *tools]
 
 
-def _add_usage(total: dict[str, int], usage: dict[str, Any] | None) -> None:
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        total[key] = total.get(key, 0) + int((usage or {}).get(key) or 0)
-
-
 # ---- non-streaming ------------------------------------------------------------------------
 async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Completion:
     """The upstream completion for this turn, with the remember loop when it is active."""
@@ -170,8 +166,8 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
         )
     rounds = state.settings.remember_max_rounds
     messages = list(prepared.messages)
-    usage: dict[str, int] = {}
-    prompt_cost = completion_cost = 0.0
+    usage: dict[str, Any] = {}
+    prompt_cost = completion_cost = cache_read_cost = cache_write_cost = 0.0
     said: list[str] = []
     completion: Completion | None = None
     params = _params(prepared, with_tool=True)
@@ -179,9 +175,11 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
         completion = await state.llm.complete(
             request.model, messages, params, headers=prepared.upstream_headers
         )
-        _add_usage(usage, completion.response.get("usage"))
+        add_usage(usage, completion.response.get("usage"))  # the cache's counts summed too
         prompt_cost += completion.prompt_cost
         completion_cost += completion.completion_cost
+        cache_read_cost += completion.cache_read_cost
+        cache_write_cost += completion.cache_write_cost
         choices = completion.response.get("choices") or []
         if not choices:
             break
@@ -210,7 +208,15 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
     if usage:
         response["usage"] = usage
     total = Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), usage)
-    return Completion(response, total, completion.deployment, prompt_cost, completion_cost)
+    return Completion(
+        response,
+        total,
+        completion.deployment,
+        prompt_cost,
+        completion_cost,
+        cache_read_cost,
+        cache_write_cost,
+    )
 
 
 # ---- streaming ----------------------------------------------------------------------------
@@ -275,7 +281,7 @@ class RememberStream(StreamHandle):
         self.prepared = prepared
         self.current = first
         self.messages = list(prepared.messages)
-        self.usage: dict[str, int] = {}
+        self.usage: dict[str, Any] = {}
         self.usage_chunk: dict[str, Any] | None = None
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
@@ -311,7 +317,7 @@ class RememberStream(StreamHandle):
     ) -> dict[str, Any] | None:
         """The chunk as the client may see it (None: nothing left of it)."""
         if chunk.get("usage"):
-            _add_usage(self.usage, chunk["usage"])
+            add_usage(self.usage, chunk["usage"])
             self.usage_chunk = {k: v for k, v in chunk.items() if k != "usage"}
             chunk = self.usage_chunk
         choices = []

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from app.core.errors import BadRequest
 from app.core.validation import validation_message
+from app.llm.pricing import prompt_cache
 from app.messages.schemas import (
     CountTokensRequest,
     DocumentBlock,
@@ -341,19 +342,18 @@ def stop_reason(finish_reason: str | None, *, has_tool_calls: bool = False) -> s
     return STOP_REASONS.get(finish_reason or "stop", "end_turn")
 
 
-def anthropic_usage(raw: dict[str, Any] | None) -> dict[str, int]:
-    """Anthropic counts cache reads and writes apart from ``input_tokens``; the chat usage
-    litellm gives includes them in ``prompt_tokens``."""
+def anthropic_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """Anthropic counts cache reads and writes apart from ``input_tokens`` (the chat usage
+    litellm gives includes them in ``prompt_tokens``), and splits the writes by lifetime."""
     raw = raw or {}
-    details = raw.get("prompt_tokens_details") or {}
-    cache_read = int(raw.get("cache_read_input_tokens") or details.get("cached_tokens") or 0)
-    cache_write = int(
-        raw.get("cache_creation_input_tokens") or details.get("cache_creation_tokens") or 0
-    )
-    prompt = int(raw.get("prompt_tokens") or 0)
+    cache = prompt_cache(raw)
     return {
-        "input_tokens": max(prompt - cache_read - cache_write, 0),
+        "input_tokens": cache.uncached_tokens,
         "output_tokens": int(raw.get("completion_tokens") or 0),
-        "cache_read_input_tokens": cache_read,
-        "cache_creation_input_tokens": cache_write,
+        "cache_read_input_tokens": cache.read_tokens,
+        "cache_creation_input_tokens": cache.write_tokens,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": cache.write_5m_tokens,
+            "ephemeral_1h_input_tokens": cache.write_1h_tokens,
+        },
     }

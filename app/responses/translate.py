@@ -18,6 +18,7 @@ import orjson
 from pydantic import ValidationError
 
 from app.core.errors import BadRequest
+from app.llm.pricing import prompt_cache
 from app.llm.responses import Usage
 from app.llm.responses_items import NATIVE_BLOCK
 from app.responses.schemas import (
@@ -387,17 +388,13 @@ def response_usage(usage: Usage | None) -> dict[str, Any]:
     raw = usage.raw if usage else {}
     prompt = usage.prompt_tokens if usage else 0
     completion = usage.completion_tokens if usage else 0
-    prompt_details = raw.get("prompt_tokens_details") or {}
+    cache = prompt_cache(raw)
     completion_details = raw.get("completion_tokens_details") or {}
     return {
         "input_tokens": prompt,
         "input_tokens_details": {
-            "cached_tokens": int(prompt_details.get("cached_tokens") or 0),
-            "cache_write_tokens": int(
-                prompt_details.get("cache_creation_tokens")
-                or raw.get("cache_creation_input_tokens")
-                or 0
-            ),
+            "cached_tokens": cache.read_tokens,
+            "cache_write_tokens": cache.write_tokens,
         },
         "output_tokens": completion,
         "output_tokens_details": {

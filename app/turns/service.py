@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from app.context.cache_hints import provider_cache_cost
 from app.context.metadata import CostInfo
 from app.core.errors import ContextGateError
 from app.core.state import AppState
@@ -14,7 +15,7 @@ from app.turns.context import TurnContext
 from app.turns.native import call_upstream
 from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
 
-__all__ = ["TurnResult", "record_failure", "run_turn"]
+__all__ = ["TurnResult", "record_failure", "run_turn", "turn_cost"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,22 @@ class TurnResult:
             "cost": self.cost.model_dump(),
             "context_utilization": self.prepared.utilization.model_dump(mode="json"),
         }
+
+
+def turn_cost(
+    prepared: Prepared,
+    prompt: float,
+    completion: float,
+    *,
+    cache_read: float = 0.0,
+    cache_write: float = 0.0,
+) -> CostInfo:
+    """The turn's cost: the answer's (its prompt cache priced in ``prompt``, its reads and
+    writes apart) plus planning; the cache's part is also reported in ``cache_stats``."""
+    planning = prepared.utilization.planning_cost.total_cost
+    cost = CostInfo.of(prompt, completion, planning, cache_read=cache_read, cache_write=cache_write)
+    provider_cache_cost(prepared.utilization, cost)
+    return cost
 
 
 async def record_failure(state: AppState, prepared: Prepared, error: ContextGateError) -> None:
@@ -76,6 +93,12 @@ async def run_turn(state: AppState, context: TurnContext) -> TurnResult:
     message = choices[0]["message"] if choices else {"role": "assistant", "content": ""}
     finish_reason = choices[0].get("finish_reason") if choices else None
     answer = answer_message(state, request.model, message)
-    cost = costs(prepared, completion.prompt_cost, completion.completion_cost)
+    cost = turn_cost(
+        prepared,
+        completion.prompt_cost,
+        completion.completion_cost,
+        cache_read=completion.cache_read_cost,
+        cache_write=completion.cache_write_cost,
+    )
     await record(state, prepared, answer=answer, usage=completion.usage, cost=cost)
     return TurnResult(prepared, message, finish_reason, completion.usage, cost, response)

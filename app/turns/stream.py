@@ -22,8 +22,8 @@ from app.llm.responses import usage_of
 from app.turns.accumulate import StreamAccumulator
 from app.turns.context import TurnContext
 from app.turns.native import open_upstream_stream
-from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
-from app.turns.service import TurnResult, record_failure
+from app.turns.pipeline import Prepared, answer_message, prepare, record
+from app.turns.service import TurnResult, record_failure, turn_cost
 
 # What every door's event stream is answered with (no caching, no proxy buffering).
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -112,8 +112,14 @@ class TurnStream:
         message = self.acc.message()
         answer = answer_message(self.state, model, message, complete=complete)
         usage = usage_of(self.acc.usage)
-        prompt_cost, completion_cost = self.state.llm.cost(self.handle.deployment, usage)
-        cost = costs(self.prepared, prompt_cost, completion_cost)
+        priced = self.state.llm.price(self.handle.deployment, usage)
+        cost = turn_cost(
+            self.prepared,
+            priced.prompt_cost,
+            priced.completion_cost,
+            cache_read=priced.cache_read_cost,
+            cache_write=priced.cache_write_cost,
+        )
         await record(
             self.state,
             self.prepared,

@@ -98,7 +98,9 @@ def test_non_streaming_completion(
     conversation_id = extra["conversation_id"]
     assert conversation_id.startswith("conv_")
     assert raw.headers["x-conversation-id"] == conversation_id
-    assert set(extra["cost"]) == {"prompt_cost", "completion_cost", "planning_cost", "total_cost"}
+    # The contract's four, and the prompt cache's share of prompt_cost.
+    assert set(extra["cost"]) == {"prompt_cost", "completion_cost", "planning_cost", "total_cost",
+                                  "cache_read_cost", "cache_write_cost"}  # fmt: skip
     assert extra["cost"]["total_cost"] >= 0
     utilization = extra["context_utilization"]
     assert utilization["model_name"] == MODEL
@@ -198,6 +200,8 @@ def test_streaming_wire_format(server: ContextgateServer, http: httpx.Client) ->
         "completion_cost",
         "planning_cost",
         "total_cost",
+        "cache_read_cost",
+        "cache_write_cost",
     }
     assert metadata["context_utilization"]["messages_included"] == 1
     assert [m["role"] for m in stored(http, conversation_id)] == ["user", "assistant"]

@@ -14,6 +14,11 @@ whose name contains "thinker".
 `POST /v1/responses` answers as OpenAI's Responses API does (openai_responses.py): reasoning
 items with sealed `encrypted_content` for reasoning models, verified when sent back; hosted
 `web_search` with `SEARCH:<query>`.
+Prompt caches: models whose name contains "cacher" report OpenAI's
+`prompt_tokens_details.cached_tokens` (the longest message prefix sent before); Anthropic's
+/v1/messages reports cache reads and writes at `cache_control` breakpoints, writes split by `ttl`
+(`cache_creation: {ephemeral_5m_input_tokens, ephemeral_1h_input_tokens}`); Gemini's
+generateContent reports implicit hits (`cachedContentTokenCount`, gemini.py).
 
 Directives in the last user message (each until end of line):
     CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call

@@ -15,8 +15,10 @@ it refuses (400 invalid_request_error) what a proxy could get wrong:
 Answers: a scripted one, else ``CALL_TOOL:<name>:<json>`` in the last user text (with tools),
 else "Tool results: …" after tool results, else "Echo: …". With ``thinking`` enabled the answer
 starts with a signed thinking block ("Thinking about: …"); ``REDACTED_THINKING`` in the user
-text adds a redacted one. A prompt prefix up to the last breakpoint is reported as a cache
-write the first time and as a cache read after.
+text adds a redacted one. The prompt cache (``usage``): each breakpoint's prefix is a cache
+entry, read back when a later prompt has it at or up to 20 blocks before one of its breakpoints;
+the rest up to the last breakpoint is written, split by ``ttl`` (``cache_creation``); a 1-hour
+breakpoint after a 5-minute one is refused.
 """
 
 from __future__ import annotations
@@ -131,6 +133,25 @@ def _check_thinking(messages: list[dict[str, Any]], thinking_on: bool) -> None:
             )
 
 
+def _check_ttls(parts: list[Any]) -> None:
+    """Anthropic refuses an unknown ``ttl`` and a 1-hour breakpoint after a 5-minute one."""
+    seen_5m = False
+    for part in parts:
+        control = part.get("cache_control") if isinstance(part, dict) else None
+        if not isinstance(control, dict):
+            continue
+        ttl = control.get("ttl", "5m")
+        if ttl not in ("5m", "1h"):
+            raise Invalid(f"cache_control.ttl: Input should be '5m' or '1h' (got {ttl!r})")
+        if ttl == "1h" and seen_5m:
+            raise Invalid(
+                "a ttl='1h' cache_control block must not come after a ttl='5m' "
+                "cache_control block. Note that blocks are processed in the following "
+                "order: `tools`, `system`, `messages`."
+            )
+        seen_5m = seen_5m or ttl == "5m"
+
+
 _EDIT_BETAS = {"compact_20260112": "compact-2026-01-12"}
 _CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 
@@ -161,6 +182,7 @@ def check(body: dict[str, Any], betas: str = "") -> None:
         raise Invalid(
             f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
         )
+    _check_ttls(_prefix_until_last_breakpoint(body))
     _check_context_management(body, betas)
     thinking = body.get("thinking") or {}
     _check_thinking(messages, thinking.get("type") == "enabled")
@@ -240,44 +262,93 @@ def _tokens(value: Any) -> int:
     return len(orjson.dumps(value)) // 4 + 1
 
 
-def _prefix_until_last_breakpoint(body: dict[str, Any]) -> list[Any]:
-    """The request's parts in prompt order, up to the last one with cache_control."""
+def _parts(body: dict[str, Any]) -> list[Any]:
+    """The request's parts in prompt order: tools, system blocks, message blocks."""
     parts: list[Any] = [*(body.get("tools") or [])]
     system = body.get("system")
     parts += system if isinstance(system, list) else ([system] if system else [])
     for message in body.get("messages") or []:
         parts += _blocks(message.get("content"))
-    last = max(
-        (i for i, p in enumerate(parts) if isinstance(p, dict) and p.get("cache_control")),
-        default=-1,
-    )
+    return parts
+
+
+def _marked(part: Any) -> bool:
+    return isinstance(part, dict) and bool(part.get("cache_control"))
+
+
+def _prefix_until_last_breakpoint(body: dict[str, Any]) -> list[Any]:
+    """The request's parts in prompt order, up to the last one with cache_control."""
+    parts = _parts(body)
+    last = max((i for i, p in enumerate(parts) if _marked(p)), default=-1)
     return parts[: last + 1]
 
 
-def usage(body: dict[str, Any], reply: Reply, seen_prefixes: set[str]) -> dict[str, int]:
-    total = round(
-        (
-            _tokens(body.get("messages"))
-            + _tokens(body.get("system") or "")
-            + _tokens(body.get("tools") or [])
+def _one_hour(part: Any) -> bool:
+    return isinstance(part, dict) and (part.get("cache_control") or {}).get("ttl") == "1h"
+
+
+def _prefix_keys(parts: list[Any]) -> list[str]:
+    """The cache key of every prefix (``[i]``: parts 0..i), chained so that each part is
+    hashed once: the content, its cache_control marks aside (moving a breakpoint does not
+    change what is cached)."""
+    keys: list[str] = []
+    previous = b""
+    for part in parts:
+        bare = (
+            {k: v for k, v in part.items() if k != "cache_control"}
+            if isinstance(part, dict)
+            else part
         )
-        * TOKEN_SCALE
+        digest = hashlib.sha256(previous + orjson.dumps(bare, option=orjson.OPT_SORT_KEYS))
+        previous = digest.digest()
+        keys.append(digest.hexdigest())
+    return keys
+
+
+LOOKBACK = 20  # Anthropic looks for a cached prefix up to 20 blocks before each breakpoint
+
+
+def usage(body: dict[str, Any], reply: Reply, seen_prefixes: set[str]) -> dict[str, Any]:
+    """Anthropic's usage. Each breakpoint's prefix is a cache entry; the longest entry found at
+    a breakpoint (or up to 20 blocks before one) is read, the rest up to the last breakpoint
+    is written, split by lifetime: up to the last ``ttl: "1h"`` breakpoint for an hour, the
+    rest for 5 minutes. (No minimum cacheable length, unlike Anthropic.)"""
+    total = (
+        _tokens(body.get("messages"))
+        + _tokens(body.get("system") or "")
+        + _tokens(body.get("tools") or [])
     )
-    prefix = _prefix_until_last_breakpoint(body)
-    cached = min(_tokens(prefix), total) if prefix else 0
-    read = write = 0
-    if cached:
-        key = hashlib.sha256(orjson.dumps(prefix, option=orjson.OPT_SORT_KEYS)).hexdigest()
-        if key in seen_prefixes:
-            read = cached
-        else:
-            write = cached
-            seen_prefixes.add(key)
+    parts = _parts(body)
+    marks = [i for i, p in enumerate(parts) if _marked(p)]
+    read = write = write_1h = 0
+    if marks:
+        keys = _prefix_keys(parts[: marks[-1] + 1])
+        hits = [
+            j
+            for b in marks
+            for j in range(max(0, b - LOOKBACK + 1), b + 1)
+            if keys[j] in seen_prefixes
+        ]
+        read = min(_tokens(parts[: max(hits) + 1]), total) if hits else 0
+        cached = min(_tokens(parts[: marks[-1] + 1]), total)
+        write = max(cached - read, 0)
+        last_1h = max((i for i in marks if _one_hour(parts[i])), default=-1)
+        if write and last_1h >= 0:
+            write_1h = min(max(_tokens(parts[: last_1h + 1]) - read, 0), write)
+        seen_prefixes.update(keys[b] for b in marks)
+    if TOKEN_SCALE != 1.0:  # another tokenizer: every count scaled alike
+        total, read, write, write_1h = (
+            round(n * TOKEN_SCALE) for n in (total, read, write, write_1h)
+        )
     return {
         "input_tokens": total - read - write,
         "output_tokens": _tokens(reply.blocks),
         "cache_creation_input_tokens": write,
         "cache_read_input_tokens": read,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": write - write_1h,
+            "ephemeral_1h_input_tokens": write_1h,
+        },
     }
 
 

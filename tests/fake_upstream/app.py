@@ -1,7 +1,8 @@
 """A deterministic, fast, OpenAI-compatible fake upstream (Starlette).
 
 Endpoints: /health, /v1/models, /v1/chat/completions, /v1/embeddings, Anthropic's
-/v1/messages (anthropic.py), OpenAI's /v1/responses (openai_responses.py) and the control API
+/v1/messages (anthropic.py), OpenAI's /v1/responses (openai_responses.py), Gemini's
+/v1beta/models/{model}:generateContent (gemini.py) and the control API
 under /_fake/ (script, faults, requests, reset, stats). See tests/fake_upstream/__init__.py.
 """
 
@@ -17,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import anthropic as a
+from . import gemini as g
 from . import openai_responses as o
 from . import responses as r
 from .faults import HANG_SECONDS, FakeResponse, Hooks, directive_fault
@@ -177,6 +179,7 @@ async def chat_completions(request: Request) -> Reply:
     if scripted is not None:
         delay_ms += float(scripted.get("delay_ms") or 0)
     answer = r.plan_answer(body, scripted, state.next_call_id)
+    cached = r.cached_prompt_tokens(body, state.cache_prefixes)
     n = state.next_completion()
     drop = fault.get("drop_after_chunks")
     common: dict[str, Any] = {
@@ -187,7 +190,7 @@ async def chat_completions(request: Request) -> Reply:
         chunk_delay = float(
             fault.get("chunk_delay_ms") or (scripted or {}).get("chunk_delay_ms") or 0
         )
-        events = r.stream_events(body, answer, n)
+        events = r.stream_events(body, answer, n, cached)
         if fault.get("end_early"):  # the content, then a clean close: no finish, no [DONE]
             events = [
                 e for e in events if b'"finish_reason":null' in e and b'"choices":[]' not in e
@@ -197,7 +200,7 @@ async def chat_completions(request: Request) -> Reply:
             error = _faulty_error(request, fault, int(fault.get("error_status") or 500))
             events = [*events[: int(after)], r.sse(error)]
         return FakeResponse(state.hooks, events=events, chunk_delay=chunk_delay / 1000, **common)
-    payload = orjson.dumps(r.completion(body, answer, n))
+    payload = orjson.dumps(r.completion(body, answer, n, cached))
     return FakeResponse(state.hooks, body=payload, **common)
 
 
@@ -243,6 +246,35 @@ async def anthropic_messages(request: Request) -> Reply:
         events = a.stream_events(body, reply, n, used)
         return FakeResponse(state.hooks, events=events, chunk_delay=chunk_delay, **common)
     return FakeResponse(state.hooks, body=orjson.dumps(a.message(body, reply, n, used)), **common)
+
+
+async def gemini_generate(request: Request) -> Reply:
+    """Gemini's generateContent / streamGenerateContent (gemini.py), as litellm calls them."""
+    state = _state(request)
+    raw = await request.body()
+    try:
+        body = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        body = None
+    state.record(request, body)
+    model, _, method = request.path_params["target"].partition(":")
+    if method not in ("generateContent", "streamGenerateContent"):
+        return _json(g.error_body(404, f"Method {method!r} not found."), 404)
+    if not isinstance(body, dict):
+        return _json(g.error_body(400, "Invalid JSON payload received."), 400)
+    try:
+        g.check(body)
+    except g.Invalid as exc:
+        return _json(g.error_body(400, str(exc)), 400)
+    cached = g.cached_tokens(model, body, state.cache_prefixes)
+    n = state.next_completion()
+    delay = _delay_ms(request, state, {}) / 1000
+    if method == "streamGenerateContent":
+        events = g.stream_events(model, body, cached, n)
+        return FakeResponse(state.hooks, events=events, delay=delay)
+    return FakeResponse(
+        state.hooks, body=orjson.dumps(g.response(model, body, cached, n)), delay=delay
+    )
 
 
 async def responses_api(request: Request) -> Reply:
@@ -361,6 +393,7 @@ def create_app(latency_ms: float = 0.0) -> Starlette:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/messages", anthropic_messages, methods=["POST"]),
+        Route("/v1beta/models/{target:path}", gemini_generate, methods=["POST"]),
         Route("/v1/responses", responses_api, methods=["POST"]),
         Route("/openai/responses", responses_api, methods=["POST"]),  # Azure OpenAI's path
         Route("/_fake/script", script, methods=["POST"]),

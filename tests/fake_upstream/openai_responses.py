@@ -251,12 +251,18 @@ def plan(body: dict[str, Any], n: int, next_call_id: Any) -> Reply:
 
 
 def usage(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-    prompt = len(orjson.dumps(body.get("input") or "")) // 4 + 4
+    """The usage; a model whose name contains "cacher" reports every input item but the last
+    as read from OpenAI's prompt cache (``input_tokens_details.cached_tokens``)."""
+    items = body.get("input") or ""
+    prompt = len(orjson.dumps(items)) // 4 + 4
     reasoning = len(reply.reasoning_text or "") // 4
     output = len(orjson.dumps(reply.items)) // 8 + 1 + reasoning
+    cached = 0
+    if "cacher" in str(body.get("model", "")) and isinstance(items, list) and len(items) > 1:
+        cached = min(len(orjson.dumps(items[:-1])) // 4, prompt)
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached},
         "output_tokens": output,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": prompt + output,

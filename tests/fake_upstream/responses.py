@@ -88,26 +88,48 @@ def completion_tokens(answer: Answer) -> int:
     return len(answer.content or "") // 4 + 1
 
 
-def provider_prompt_tokens(body: dict[str, Any]) -> int:
-    """What an OpenAI-shaped provider bills as prompt tokens: the messages and the tool
-    definitions, counted with OpenAI's tokenizer (the one contextgate counts with, so the ratio
-    is 1.0), times ``FAKE_UPSTREAM_TOKEN_SCALE`` to stand in for another provider's tokenizer
-    (Claude's runs 20-35% above tiktoken)."""
+def provider_prompt_tokens(body: dict[str, Any], messages: list[Any] | None = None) -> int:
+    """What an OpenAI-shaped provider bills as prompt tokens: the messages (``messages``: a
+    prefix of them) and the tool definitions, counted with OpenAI's tokenizer (the one
+    contextgate counts with, so the ratio is 1.0), times ``FAKE_UPSTREAM_TOKEN_SCALE`` to stand
+    in for another provider's tokenizer (Claude's runs 20-35% above tiktoken)."""
     model = str(body.get("model") or "gpt-4o-mini")
-    total = _COUNTER.count_messages(body.get("messages") or [], model)
+    sent = body.get("messages") or [] if messages is None else messages
+    total = _COUNTER.count_messages(sent, model)
     if body.get("tools"):
         total += _COUNTER.count_text(orjson.dumps(body["tools"]).decode(), model)
     return round(total * TOKEN_SCALE)
 
 
-def usage(body: dict[str, Any], answer: Answer) -> dict[str, int]:
+def usage(body: dict[str, Any], answer: Answer, cached: int = 0) -> dict[str, Any]:
     prompt = provider_prompt_tokens(body)
     completion = completion_tokens(answer)
-    return {
+    result: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if cached:  # OpenAI's automatic prompt cache (cached_prompt_tokens)
+        result["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
+    return result
+
+
+def cached_prompt_tokens(body: dict[str, Any], seen: set[str]) -> int:
+    """OpenAI's automatic prompt cache, for models whose name contains "cacher" (others report
+    none): the longest message prefix of this prompt (tools included) that an earlier prompt
+    to the same model had, counted as ``prompt_tokens`` counts it. Every prefix is remembered."""
+    model = str(body.get("model", ""))
+    if "cacher" not in model:
+        return 0
+    messages = body.get("messages") or []
+    cached = 0
+    for k in range(1, len(messages) + 1):
+        head = orjson.dumps([model, body.get("tools"), messages[:k]], option=orjson.OPT_SORT_KEYS)
+        key = "openai:" + hashlib.sha256(head).hexdigest()
+        if key in seen:
+            cached = provider_prompt_tokens(body, messages[:k])
+        seen.add(key)
+    return cached
 
 
 def _tool_call(n: int, name: str, arguments: Any) -> dict[str, Any]:
@@ -183,7 +205,7 @@ def _message(answer: Answer) -> dict[str, Any]:
     return message
 
 
-def completion(body: dict[str, Any], answer: Answer, n: int) -> dict[str, Any]:
+def completion(body: dict[str, Any], answer: Answer, n: int, cached: int = 0) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-fake-{n}",
         "object": "chat.completion",
@@ -198,7 +220,7 @@ def completion(body: dict[str, Any], answer: Answer, n: int) -> dict[str, Any]:
                 "finish_reason": answer.finish_reason,
             }
         ],
-        "usage": usage(body, answer),
+        "usage": usage(body, answer, cached),
     }
 
 
@@ -207,7 +229,7 @@ def split_words(text: str) -> list[str]:
     return [w for w in _WORDS.findall(text) if w]
 
 
-def stream_events(body: dict[str, Any], answer: Answer, n: int) -> list[bytes]:
+def stream_events(body: dict[str, Any], answer: Answer, n: int, cached: int = 0) -> list[bytes]:
     """Every SSE event of a streamed answer, in order, ending with `data: [DONE]`."""
     with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     base = {
@@ -262,7 +284,7 @@ def stream_events(body: dict[str, Any], answer: Answer, n: int) -> list[bytes]:
             chunk["usage"] = None
         events.append(sse(chunk))
     if with_usage:
-        events.append(sse({**base, "choices": [], "usage": usage(body, answer)}))
+        events.append(sse({**base, "choices": [], "usage": usage(body, answer, cached)}))
     events.append(b"data: [DONE]\n\n")
     return events
 

@@ -99,6 +99,52 @@ def test_redacted_thinking_and_records(client: anthropic.Anthropic, fake: FakeUp
     assert recorded["headers"]["anthropic-beta"] == "interleaved-thinking-2025-05-14"
 
 
+def test_cache_entries_per_breakpoint_and_one_hour_writes(client: anthropic.Anthropic) -> None:
+    system: Any = [
+        {"type": "text", "text": "Long rules. " * 60,
+         "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    ]  # fmt: skip
+    ask: Any = [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]
+    first = client.messages.create(
+        model="claude-x", max_tokens=64, system=system, messages=[{"role": "user", "content": ask}]
+    )
+    creation = first.usage.cache_creation
+    assert creation is not None
+    assert creation.ephemeral_1h_input_tokens > 0
+    assert creation.ephemeral_5m_input_tokens > 0
+    assert first.usage.cache_creation_input_tokens == (
+        creation.ephemeral_1h_input_tokens + creation.ephemeral_5m_input_tokens
+    )
+    # Another question after the same system prompt: the 1-hour entry is read back (its mark
+    # is a breakpoint of this prompt too), the rest written for 5 minutes.
+    other: Any = [{"type": "text", "text": "bye", "cache_control": {"type": "ephemeral"}}]
+    second = client.messages.create(
+        model="claude-x",
+        max_tokens=64,
+        system=system,
+        messages=[{"role": "user", "content": other}],
+    )
+    assert second.usage.cache_read_input_tokens
+    assert second.usage.cache_read_input_tokens < first.usage.cache_creation_input_tokens
+    assert second.usage.cache_creation is not None
+    assert second.usage.cache_creation.ephemeral_1h_input_tokens == 0
+    assert second.usage.cache_creation.ephemeral_5m_input_tokens > 0
+
+
+def test_a_one_hour_breakpoint_after_a_five_minute_one_is_refused(
+    client: anthropic.Anthropic,
+) -> None:
+    system: Any = [{"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}]
+    ask: Any = [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    with pytest.raises(anthropic.BadRequestError, match="must not come after"):
+        client.messages.create(
+            model="claude-x",
+            max_tokens=64,
+            system=system,
+            messages=[{"role": "user", "content": ask}],
+        )
+
+
 def test_context_management_needs_its_beta(client: anthropic.Anthropic) -> None:
     """As Anthropic: ``context_management`` is refused unless its beta is on (contextgate does
     the editing itself and must never send it); OpenAI's chat API refuses it outright."""

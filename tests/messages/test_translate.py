@@ -334,4 +334,5 @@ def test_stop_reasons_and_usage() -> None:
         "output_tokens": 7,
         "cache_read_input_tokens": 60,
         "cache_creation_input_tokens": 30,
+        "cache_creation": {"ephemeral_5m_input_tokens": 30, "ephemeral_1h_input_tokens": 0},
     }

@@ -115,7 +115,15 @@ def test_record_chat_counts_planning_cache_compaction_and_fallbacks() -> None:
                 cache_hit=True,
             )
         ],
-        cache_stats=CacheStats(hits=1, misses=2),
+        cache_stats=CacheStats(
+            hits=1,
+            misses=2,
+            cached_tokens=1000,
+            cache_write_tokens=300,
+            cache_write_1h_tokens=100,
+            cache_read_cost=0.0003,
+            cache_write_cost=0.00135,
+        ),
         compaction={"turns_compacted": 3, "tokens_before": 900, "tokens_after": 200},
         notes=["planner failed: invalid JSON; deterministic plan used"],
     )
@@ -147,6 +155,14 @@ def test_record_chat_counts_planning_cache_compaction_and_fallbacks() -> None:
     assert delta("contextgate_context_tokens_saved_total", model=model) == 1000 + 900 + 700
     assert delta("contextgate_cost_usd_total", model=model) == 0.875
     assert delta("contextgate_tokens_total", model=model, direction="prompt") == 180
+    # The provider's prompt cache: reads, and writes by lifetime, with what they cost.
+    cache_tokens = "contextgate_prompt_cache_tokens_total"
+    assert delta(cache_tokens, model=model, kind="read") == 1000
+    assert delta(cache_tokens, model=model, kind="write_5m") == 200
+    assert delta(cache_tokens, model=model, kind="write_1h") == 100
+    cache_cost = "contextgate_prompt_cache_cost_usd_total"
+    assert delta(cache_cost, model=model, kind="read") == pytest.approx(0.0003)
+    assert delta(cache_cost, model=model, kind="write") == pytest.approx(0.00135)
 
 
 async def test_tokens_saved_when_history_is_trimmed(
