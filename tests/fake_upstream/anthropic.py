@@ -8,6 +8,8 @@ it refuses (400 invalid_request_error) what a proxy could get wrong:
   HMAC of the text), a ``redacted_thinking`` block whose data it did not issue;
 - with ``thinking`` enabled, a tool loop whose last assistant message does not start with a
   thinking block (the thinking was dropped on the way back);
+- a ``tool_result`` whose ``tool_use_id`` has no ``tool_use`` in the immediately previous
+  assistant message, a ``tool_use`` without its ``tool_result`` in the next user message;
 - more than 4 ``cache_control`` breakpoints; ``max_tokens`` missing.
 
 Answers: a scripted one, else ``CALL_TOOL:<name>:<json>`` in the last user text (with tools),
@@ -27,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from .responses import ECHO_LIMIT, TOKEN_SCALE, split_words
+from .responses import _COUNTER, ECHO_LIMIT, TOKEN_SCALE, split_words
 
 SECRET = b"fake-anthropic-signing-key"
 _CALL_TOOL = re.compile(r"CALL_TOOL:([A-Za-z0-9_.\-]+):([^\r\n]*)")
@@ -129,6 +131,45 @@ def _check_thinking(messages: list[dict[str, Any]], thinking_on: bool) -> None:
             )
 
 
+def _check_tool_pairs(messages: list[dict[str, Any]]) -> None:
+    """Anthropic's pairing rule: each ``tool_use`` answered in the very next (user) message,
+    each ``tool_result`` answering a ``tool_use`` of the very previous (assistant) message."""
+    for i, message in enumerate(messages):
+        blocks = _blocks(message.get("content"))
+        previous = messages[i - 1] if i > 0 else {}
+        if message.get("role") == "user":
+            issued = {
+                str(b.get("id"))
+                for b in _blocks(previous.get("content"))
+                if previous.get("role") == "assistant" and b.get("type") == "tool_use"
+            }
+            for j, block in enumerate(blocks):
+                if block.get("type") == "tool_result" and block.get("tool_use_id") not in issued:
+                    raise Invalid(
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {block.get('tool_use_id')}. Each `tool_result` "
+                        "block must have a corresponding `tool_use` block in the previous message."
+                    )
+        elif message.get("role") == "assistant" and i + 1 < len(messages):
+            following = messages[i + 1]
+            answered = {
+                str(b.get("tool_use_id"))
+                for b in _blocks(following.get("content"))
+                if following.get("role") == "user" and b.get("type") == "tool_result"
+            }
+            missing = [
+                str(b.get("id"))
+                for b in blocks
+                if b.get("type") == "tool_use" and str(b.get("id")) not in answered
+            ]
+            if missing:
+                raise Invalid(
+                    f"messages.{i + 1}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+                    "corresponding `tool_result` block in the next message."
+                )
+
+
 def check(body: dict[str, Any]) -> None:
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise Invalid("model: Field required")
@@ -142,6 +183,7 @@ def check(body: dict[str, Any]) -> None:
         raise Invalid(
             f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
         )
+    _check_tool_pairs(messages)
     thinking = body.get("thinking") or {}
     _check_thinking(messages, thinking.get("type") == "enabled")
 
@@ -215,13 +257,44 @@ def _tokens(value: Any) -> int:
     return len(orjson.dumps(value)) // 4 + 1
 
 
-def _prefix_until_last_breakpoint(body: dict[str, Any]) -> list[Any]:
-    """The request's parts in prompt order, up to the last one with cache_control."""
+def _part_text(part: Any) -> str:
+    """What the provider's tokenizer reads of one part of the prompt."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return ""
+    kind = part.get("type")
+    if kind == "text":
+        return str(part.get("text", ""))
+    if kind == "thinking":
+        return str(part.get("thinking", ""))
+    if kind == "tool_use":
+        return f"{part.get('name', '')} {orjson.dumps(part.get('input')).decode()}"
+    if kind == "tool_result":
+        inner = part.get("content")
+        return inner if isinstance(inner, str) else " ".join(map(_part_text, _blocks(inner)))
+    if kind in ("redacted_thinking", "image", "document"):
+        return "x" * 64
+    return orjson.dumps(part).decode()  # a tool definition
+
+
+def _prompt_tokens(parts: list[Any], messages: int) -> int:
+    """The provider's count of ``parts``: tiktoken's, as contextgate counts, so that the ratio
+    is ``TOKEN_SCALE`` (Claude's tokenizer runs 20-35% above tiktoken)."""
+    own = sum(_COUNTER.count_cached(_part_text(p), "gpt-4o") for p in parts) + 4 * messages
+    return round(own * TOKEN_SCALE)
+
+
+def _prefix_until_last_breakpoint(body: dict[str, Any], *, whole: bool = False) -> list[Any]:
+    """The request's parts in prompt order, up to the last one with cache_control (all of
+    them with ``whole``)."""
     parts: list[Any] = [*(body.get("tools") or [])]
     system = body.get("system")
     parts += system if isinstance(system, list) else ([system] if system else [])
     for message in body.get("messages") or []:
         parts += _blocks(message.get("content"))
+    if whole:
+        return parts
     last = max(
         (i for i, p in enumerate(parts) if isinstance(p, dict) and p.get("cache_control")),
         default=-1,
@@ -230,16 +303,10 @@ def _prefix_until_last_breakpoint(body: dict[str, Any]) -> list[Any]:
 
 
 def usage(body: dict[str, Any], reply: Reply, seen_prefixes: set[str]) -> dict[str, int]:
-    total = round(
-        (
-            _tokens(body.get("messages"))
-            + _tokens(body.get("system") or "")
-            + _tokens(body.get("tools") or [])
-        )
-        * TOKEN_SCALE
-    )
+    messages = body.get("messages") or []
+    total = _prompt_tokens(_prefix_until_last_breakpoint(body, whole=True), len(messages))
     prefix = _prefix_until_last_breakpoint(body)
-    cached = min(_tokens(prefix), total) if prefix else 0
+    cached = min(_prompt_tokens(prefix, 0), total) if prefix else 0
     read = write = 0
     if cached:
         key = hashlib.sha256(orjson.dumps(prefix, option=orjson.OPT_SORT_KEYS)).hexdigest()
