@@ -39,6 +39,7 @@ import orjson
 
 import app  # noqa: F401  (offline defaults before litellm is imported)
 from app.context.tokens import TokenCounter
+from bench.agent_doors import anthropic_body, from_anthropic, from_responses, responses_body
 from bench.services import Contextgate
 from tests.fake_upstream import FakeUpstream
 
@@ -205,98 +206,6 @@ def _broken_pairs(prompt: list[dict[str, Any]]) -> int:
     return broken + len(open_calls)
 
 
-def _anthropic_body(messages: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
-    """The loop's chat-form history as a Claude-Code-style /v1/messages request."""
-    turns: list[dict[str, Any]] = []
-    for message in messages[1:]:
-        if message["role"] == "tool":
-            block = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
-            block["content"] = message["content"]
-            if turns and turns[-1]["role"] == "user" and isinstance(turns[-1]["content"], list):
-                turns[-1]["content"].append(block)
-            else:
-                turns.append({"role": "user", "content": [block]})
-        elif message["role"] == "assistant":
-            blocks: list[dict[str, Any]] = []
-            if message.get("content"):
-                blocks.append({"type": "text", "text": message["content"]})
-            for call in message.get("tool_calls") or []:
-                arguments = orjson.loads(call["function"]["arguments"] or "{}")
-                blocks.append(
-                    {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
-                     "input": arguments}
-                )  # fmt: skip
-            turns.append({"role": "assistant", "content": blocks})
-        else:
-            turns.append({"role": "user", "content": message["content"]})
-    tools = [
-        {"name": t["function"]["name"], "description": t["function"].get("description", ""),
-         "input_schema": t["function"]["parameters"]}
-        for t in TOOLS
-    ]  # fmt: skip
-    return {
-        "model": MODEL,
-        "max_tokens": 1024,
-        "system": messages[0]["content"],
-        "messages": turns,
-        "tools": tools,
-        "context": context,
-    }
-
-
-def _responses_body(messages: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
-    """The loop's history as a /v1/responses request (stored: context managed), whole each time."""
-    items: list[dict[str, Any]] = []
-    for message in messages:
-        if message["role"] == "tool":
-            items.append(
-                {"type": "function_call_output", "call_id": message["tool_call_id"],
-                 "output": message["content"]}
-            )  # fmt: skip
-        elif message["role"] == "assistant":
-            if message.get("content"):
-                items.append({"role": "assistant", "content": message["content"]})
-            for call in message.get("tool_calls") or []:
-                items.append(
-                    {"type": "function_call", "call_id": call["id"],
-                     "name": call["function"]["name"], "arguments": call["function"]["arguments"]}
-                )  # fmt: skip
-        else:
-            items.append({"role": message["role"], "content": message["content"]})
-    tools = [{"type": "function", **t["function"]} for t in TOOLS]
-    return {"model": MODEL, "input": items, "tools": tools, "context": context}
-
-
-def _from_responses(answer: dict[str, Any]) -> dict[str, Any]:
-    text = "".join(
-        part.get("text", "")
-        for item in answer["output"] if item["type"] == "message"
-        for part in item["content"]
-    )  # fmt: skip
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    calls = [
-        {"id": item["call_id"], "type": "function",
-         "function": {"name": item["name"], "arguments": item["arguments"]}}
-        for item in answer["output"] if item["type"] == "function_call"
-    ]  # fmt: skip
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
-def _from_anthropic(answer: dict[str, Any]) -> dict[str, Any]:
-    text = "".join(b["text"] for b in answer["content"] if b["type"] == "text")
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    calls = [
-        {"id": b["id"], "type": "function",
-         "function": {"name": b["name"], "arguments": orjson.dumps(b["input"]).decode()}}
-        for b in answer["content"] if b["type"] == "tool_use"
-    ]  # fmt: skip
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
 def run_loop(
     client: httpx.Client,
     fake: FakeUpstream,
@@ -305,7 +214,9 @@ def run_loop(
     steps: int,
     policy: dict,
     door: str = "chat",
+    extra: dict[str, Any] | None = None,
 ) -> Run:
+    """``extra``: more fields of the chat request (``user`` turns on memory extraction)."""
     rng = random.Random(14)
     run = Run(mode, budget)
     context: dict[str, Any] = {"max_input_tokens": budget}
@@ -323,15 +234,19 @@ def run_loop(
 
     def call() -> dict[str, Any]:
         if door == "responses":
-            response = client.post("/responses", json=_responses_body(messages, context))
+            response = client.post(
+                "/responses", json=responses_body(messages, context, TOOLS, MODEL)
+            )
             response.raise_for_status()
-            return _from_responses(response.json())
+            return from_responses(response.json())
         if door == "messages":
-            response = client.post("/messages", json=_anthropic_body(messages, context))
+            response = client.post(
+                "/messages", json=anthropic_body(messages, context, TOOLS, MODEL)
+            )
             response.raise_for_status()
-            return _from_anthropic(response.json())
+            return from_anthropic(response.json())
         body = {"model": MODEL, "messages": messages, "tools": TOOLS, "context": context}
-        response = client.post("/chat/completions", json=body)
+        response = client.post("/chat/completions", json={**body, **(extra or {})})
         response.raise_for_status()
         message = response.json()["choices"][0]["message"]
         return {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
