@@ -207,10 +207,12 @@ def test_anthropic_models_get_breakpoints_and_cache_tokens_are_reported(
     for body in bodies:
         assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
         assert 2 <= _breakpoints(body) <= 4
-    # The second prompt marks the end of the history (the first answer) as well.
-    history = bodies[1]["messages"][1]
-    assert history["role"] == "assistant"
-    assert history["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    # The second prompt marks the end of the previous prompt, kept as its prefix (the first
+    # question: where the first call's cache write ended) and its own end.
+    kept = bodies[1]["messages"][0]
+    assert kept["content"] == bodies[0]["messages"][0]["content"]
+    assert bodies[1]["messages"][:1] == bodies[0]["messages"]
+    assert bodies[1]["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     for response in (first, second):
         stats = (response.model_extra or {})["context_utilization"]["cache_stats"]
         usage = response.usage.model_extra if response.usage else {}

@@ -1,0 +1,58 @@
+"""The provider's tokens: the ratio learned from usage, shared through the database."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.database import create_database
+from app.turns.calibration import (
+    MIN_SAMPLE_TOKENS,
+    Calibration,
+    TokenCalibration,
+    folded,
+    sample_ratio,
+)
+
+
+def test_a_sample_is_the_reported_over_our_own_count() -> None:
+    assert sample_ratio(10_000, 12_000) == pytest.approx(1.2)
+    assert sample_ratio(MIN_SAMPLE_TOKENS - 1, 5_000) is None  # fixed overheads dominate
+    assert sample_ratio(10_000, None) is None
+    assert sample_ratio(10_000, 100) is None  # 0.01: a miscount, not a tokenizer
+
+
+def test_the_estimate_averages_first_then_moves_slowly() -> None:
+    value = Calibration()
+    for sample in (1.3, 1.2, 1.25):
+        value = folded(value, sample)
+    assert value.ratio == pytest.approx(1.25)
+    assert value.samples == 3
+    for _ in range(40):
+        value = folded(value, 1.35)
+    assert value.ratio == pytest.approx(1.35, abs=0.01)
+
+
+def test_own_budget_is_the_provider_budget_in_our_tokens() -> None:
+    assert Calibration(1.25, 9).own_budget(100_000) == 80_000
+    assert Calibration().own_budget(100_000) == 100_000
+
+
+async def test_samples_are_shared_through_the_database(database_url: str) -> None:
+    """Two processes (two TokenCalibration on one database) learn one ratio."""
+    first_db, second_db = create_database(database_url), create_database(database_url)
+    first, second = TokenCalibration(first_db), TokenCalibration(second_db, refresh_s=0)
+    try:
+        assert await first.get("claude") == Calibration()
+        for sample in (1.2, 1.3):
+            async with first_db.writing() as session:
+                await first.record(session, "claude", sample)
+        async with second_db.writing() as session:
+            await second.record(session, "claude", 1.25)
+        shared = await second.get("claude")
+        assert shared.samples == 3
+        assert shared.ratio == pytest.approx(1.25)
+        assert (await first.stored("claude")) == shared
+        assert (await second.get("gpt-4o")) == Calibration()  # per model
+    finally:
+        await first_db.dispose()
+        await second_db.dispose()
