@@ -61,9 +61,9 @@ def tools(rng: random.Random) -> list[dict[str, Any]]:
     ]
 
 
-def script(files: int) -> list[dict[str, Any]]:
+def script(files: int) -> list[str | dict[str, Any]]:
     """The fake's answers: a Read of each file in turn, then the final text."""
-    reads = [
+    reads: list[str | dict[str, Any]] = [
         {"tool_calls": [{"name": "Read", "arguments": {"file_path": f"/repo/src/module_{i}.py"}}]}
         for i in range(files)
     ]

@@ -212,7 +212,7 @@ def run_loop(
     mode: str,
     budget: int,
     steps: int,
-    policy: dict,
+    policy: dict[str, Any],
     door: str = "chat",
     extra: dict[str, Any] | None = None,
 ) -> Run:
@@ -341,8 +341,20 @@ def main() -> None:
         default="chat",
         help="the door the agent uses",
     )
+    parser.add_argument(
+        "--suite",
+        choices=("loop", "real"),
+        default="loop",
+        help="loop: the one-call-per-question loop above; real: issue 27's agents (agent_suite)",
+    )
+    parser.add_argument("--scales", default="1.0,1.2,1.35", help="real: upstream token scales")
+    parser.add_argument("--files", type=int, default=40, help="real: the coding shape's reads")
+    parser.add_argument("--shapes", default="coding,chat", help="real: which shapes")
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
+    if args.suite == "real":
+        real_suite(args)
+        return
     policies = [orjson.loads(p) for p in args.policy or ["{}"]]
     budgets = [int(b) for b in args.budgets.split(",")]
     modes = args.modes.split(",")
@@ -371,6 +383,20 @@ def main() -> None:
         plot(runs, 64000 if 64000 in budgets else budgets[0])
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         record(f"{SECTION}\n\n{INTRO}\n\nRecorded {when}.\n\n{text}\n\n{READING}")
+
+
+def real_suite(args: argparse.Namespace) -> None:
+    from bench.agent_report import plot_suite, record_block, suite_text
+    from bench.agent_suite import details, suite
+    from bench.agent_suite import table as suite_table
+
+    scales = [float(s) for s in args.scales.split(",")]
+    outcomes = suite(scales, args.files, args.steps, set(args.shapes.split(",")))
+    print(suite_table(outcomes))
+    print(details(outcomes))
+    if args.record:
+        plot_suite(outcomes, 1.2 if 1.2 in scales else scales[0])
+        record_block("agent-suite", suite_text(outcomes))
 
 
 if __name__ == "__main__":

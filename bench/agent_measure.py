@@ -80,7 +80,7 @@ class Call:
     def units(self) -> list[bytes]:
         body = _plain(strip_marks(self.body))
         head = {"system": body.get("system"), "tools": body.get("tools")}
-        messages = body.get("messages") or []
+        messages: list[Any] = body.get("messages") or []
         if self.wire == "chat" and messages and messages[0].get("role") == "system":
             head["system"], messages = messages[0], messages[1:]
         return [orjson.dumps(head, option=orjson.OPT_SORT_KEYS)] + [
@@ -92,13 +92,13 @@ class Call:
         body = self.body
         messages = body.get("messages") or []
         if self.wire == "chat":
-            system = [m for m in messages[:1] if m.get("role") == "system"]
-            rest = messages[len(system) :]
-            head = sum(counter.count_message(m, COUNT_MODEL) for m in system)
+            leading = [m for m in messages[:1] if m.get("role") == "system"]
+            rest = messages[len(leading) :]
+            head = sum(counter.count_message(m, COUNT_MODEL) for m in leading)
             head += _tokens(orjson.dumps(body["tools"]).decode()) if body.get("tools") else 0
             return [head] + [counter.count_message(m, COUNT_MODEL) for m in rest]
         system = body.get("system")
-        parts = [*(body.get("tools") or [])]
+        parts: list[Any] = [*(body.get("tools") or [])]
         parts += system if isinstance(system, list) else ([system] if system else [])
         head = sum(_tokens(fake_anthropic._part_text(p)) for p in parts)
         return [head] + [
@@ -145,7 +145,7 @@ def _broken_chat_pairs(prompt: Sequence[dict[str, Any]]) -> int:
 
 
 def _broken_anthropic_pairs(prompt: Sequence[dict[str, Any]]) -> int:
-    broken, issued = 0, set()
+    broken, issued = 0, set[str]()
     for i, message in enumerate(prompt):
         blocks = [b for b in _blocks(message.get("content")) if isinstance(b, dict)]
         if message.get("role") == "user":

@@ -65,10 +65,38 @@ def plot_suite(outcomes: list[Outcome], scale: float = 1.2) -> None:
     figure.savefig(SUITE_PLOT, dpi=100)
 
 
-def suite_text(outcomes: list[Outcome], intro: str, reading: str) -> str:
+INTRO = """\
+`.venv/bin/python -m bench.agent_loop --suite real --record` (bench/agent_suite.py, ~15
+minutes). For each upstream token scale (the provider's prompt tokens per contextgate token:
+1.0, 1.2 and 1.35, as Claude's tokenizer runs against tiktoken; `FakeUpstream(token_scale=)`),
+a fresh fake upstream and a fresh contextgate (SQLite: the learned ratio starts from nothing):
+
+- **coding agent** (bench/agent_coding.py): one user turn, a ~24k-token system prompt and 12
+  tools (~28k tokens), then 40 `Read` calls, each appending an assistant message (signed
+  thinking + `tool_use`) and a user message (its `tool_result`, 3k-8k tokens), the whole history
+  resent every call with Claude Code's marks (system, newest message); `/v1/messages` through
+  litellm's anthropic provider to the fake's validating Anthropic `/v1/messages`, thinking on,
+  `context.max_input_tokens` 100,000; against the same session sent to the fake directly (it
+  reaches ~255k tokens);
+- **chat-door loop, memory on**: the loop of the earlier record below at 64k (30 steps, two
+  calls each) with a `user` and every memory feature at its default (compaction, periodic
+  summaries, periodic extraction, message recall); against pass-through.
+
+Measured on the bodies the fake received (bench/agent_measure.py): cost cache-weighted (the
+longest prefix of whole messages equal to the previous prompt, system and tools included, at
+0.1x, the rest at 1.25x, in the provider's tokens) against direct / pass-through; prefix kept
+(the previous prompt, `cache_control` marks aside and a one-text-block content read as its
+string, is the start of this one); thinking (calls that carried `thinking` / calls that asked);
+prompts over the budget by the provider's count; broken tool pairs; refusals (bodies the fake's
+Anthropic check refuses, and errors the client got); rebases (`cache_stats.rebased` in
+contextgate's request log, after the first call). Goals: chat loop <= 0.6x and >= 85% kept,
+coding shape <= 0.7x and >= 85%, thinking 100%, 0 over budget, 0 broken pairs, 0 refusals."""
+
+
+def suite_text(outcomes: list[Outcome]) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return (
-        f"### Real agents' shapes (issue 27)\n\n{intro}\n\nRecorded {when}.\n\n"
+        f"### Real agents' shapes (issue 27)\n\n{INTRO}\n\nRecorded {when}.\n\n"
         f"{table(outcomes)}\n\nWhere the prefix broke, and why contextgate rebased:\n\n"
-        f"{details(outcomes)}\n\n![input cost per call]({SUITE_PLOT.name})\n\n{reading}"
+        f"{details(outcomes)}\n\n![input cost per call]({SUITE_PLOT.name})"
     )

@@ -128,6 +128,7 @@ def setup(scale: float, tmp: Path, model_info: dict[str, Any] | None = None) -> 
             as server,
             httpx.Client(base_url=server.base_url, timeout=300.0, trust_env=False) as client,
         ):  # fmt: skip
+            assert isinstance(server, Contextgate)
             yield Setup(fake, server, database, client, scale)
 
 
