@@ -73,12 +73,16 @@ def _tokens(text: str) -> int:
 class Call:
     """One upstream request of a run, as the fake upstream received it."""
 
-    wire: str  # "anthropic" | "chat"
+    wire: str  # "anthropic" | "chat" | "responses" (what an agent sent to /v1/responses)
     body: dict[str, Any]
     asked_thinking: bool = False  # the client asked for extended thinking on this call
 
     def units(self) -> list[bytes]:
         body = _plain(strip_marks(self.body))
+        if self.wire == "responses":
+            head = {"instructions": body.get("instructions"), "tools": body.get("tools")}
+            items = body.get("input") or []
+            return [orjson.dumps(x, option=orjson.OPT_SORT_KEYS) for x in [head, *items]]
         head = {"system": body.get("system"), "tools": body.get("tools")}
         messages: list[Any] = body.get("messages") or []
         if self.wire == "chat" and messages and messages[0].get("role") == "system":
@@ -91,6 +95,10 @@ class Call:
         """Each unit's tokens as the provider counts them, before the token scale."""
         body = self.body
         messages = body.get("messages") or []
+        if self.wire == "responses":
+            head = _tokens(str(body.get("instructions") or ""))
+            head += _tokens(orjson.dumps(body["tools"]).decode()) if body.get("tools") else 0
+            return [head] + [4 + _tokens(_item_text(x)) for x in body.get("input") or []]
         if self.wire == "chat":
             leading = [m for m in messages[:1] if m.get("role") == "system"]
             rest = messages[len(leading) :]
@@ -120,9 +128,28 @@ class Call:
         return None
 
     def broken_pairs(self) -> int:
+        if self.wire == "responses":
+            return 0  # Codex's own requests: the reference, not what is measured
         if self.wire == "chat":
             return _broken_chat_pairs(self.body.get("messages") or [])
         return _broken_anthropic_pairs(self.body.get("messages") or [])
+
+
+def _item_text(item: Any) -> str:
+    """What a tokenizer reads of one Responses input item."""
+    if not isinstance(item, dict):
+        return str(item)
+    if item.get("type") == "function_call":
+        return f"{item.get('name', '')} {item.get('arguments', '')}"
+    if item.get("type") == "function_call_output":
+        output = item.get("output")
+        return output if isinstance(output, str) else orjson.dumps(output).decode()
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return orjson.dumps(item).decode()
 
 
 def _blocks(content: Any) -> list[Any]:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from bench.agent_suite import Outcome, details, table
 
-__all__ = ["SUITE_PLOT", "plot_suite", "record_block", "suite_text"]
+__all__ = ["SUITE_PLOT", "plot_suite", "real_text", "record_block", "suite_text"]
 
 BENCH = Path(__file__).resolve().parent
 README = BENCH / "README.md"
@@ -99,4 +102,26 @@ def suite_text(outcomes: list[Outcome]) -> str:
         f"### Real agents' shapes (issue 27)\n\n{INTRO}\n\nRecorded {when}.\n\n"
         f"{table(outcomes)}\n\nWhere the prefix broke, and why contextgate rebased:\n\n"
         f"{details(outcomes)}\n\n![input cost per call]({SUITE_PLOT.name})"
+    )
+
+
+REAL_INTRO = """\
+`.venv/bin/python -m bench.real_agents --record` (bench/real_agents.py, bench/real_codex.py,
+~10 minutes): **real Claude Code** 2.1.197 (`claude -p`, thinking on, only the `Read` tool)
+reads 40 files of 3k-8k tokens in one task, the fake's Anthropic `/v1/messages` scripted to
+call `Read` on each file in turn (token scale 1.2); once talking to the fake directly, once
+through contextgate (litellm's anthropic provider, the model's `max_input_tokens` set so that
+the budget is 100k after Claude Code's `max_tokens` and the margin). **Codex CLI** 0.169
+(`codex exec`) does the same with `cat` through its `exec_command` tool on `/v1/responses`
+(contextgate answers it from the fake's chat completions); the fake serves no Responses API,
+so Codex's direct bill is its own requests, recorded on the way in (bench/recorder.py).
+Same measures as above."""
+
+
+def real_text(outcomes: list[Outcome], results: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    finished = orjson.dumps(results).decode()
+    return (
+        f"### Real agents (issue 27)\n\n{REAL_INTRO}\n\nRecorded {when}.\n\n"
+        f"{table(outcomes)}\n\n{details(outcomes)}\n\nThe agents' own results: `{finished}`"
     )

@@ -72,6 +72,17 @@ class Outcome:
         return sum(1 for u in self.log if u.get("thinking_disabled"))
 
     @property
+    def memory(self) -> str:
+        """How often the memory features showed in the prompts (context_utilization)."""
+        compacted = sum(1 for u in self.log if u.get("compaction"))
+        injected = sum(1 for u in self.log if u.get("memories_injected"))
+        recalled = sum(1 for u in self.log if u.get("messages_recalled"))
+        return (
+            f"compaction reported on {compacted} calls, memories injected on {injected}, "
+            f"messages recalled on {recalled}"
+        )
+
+    @property
     def calibration(self) -> float:
         last = (self.log[-1].get("calibration") or {}) if self.log else {}
         return float(last.get("ratio") or 1.0)
@@ -132,7 +143,8 @@ def setup(scale: float, tmp: Path, model_info: dict[str, Any] | None = None) -> 
             yield Setup(fake, server, database, client, scale)
 
 
-def coding_runs(s: Setup, files: int) -> list[Outcome]:
+def coding_runs(s: Setup, files: int, policy: dict[str, Any] | None = None) -> list[Outcome]:
+    """Direct and through contextgate (``policy``: a ``context.cache`` for the latter)."""
     direct = httpx.Client(timeout=300.0, trust_env=False)
     s.fake.reset()
     s.fake.script(UPSTREAM_MODEL, script(files))
@@ -144,7 +156,7 @@ def coding_runs(s: Setup, files: int) -> list[Outcome]:
     s.fake.script(UPSTREAM_MODEL, script(files))
     _, failed = coding_session(
         s.client, f"{s.server.base_url}/messages", CODING_MODEL, files=files,
-        context={"max_input_tokens": CODING_BUDGET},
+        context={"max_input_tokens": CODING_BUDGET, **({"cache": policy} if policy else {})},
     )  # fmt: skip
     through = measure(
         calls_of(s.fake, "anthropic", UPSTREAM_MODEL, True), CODING_BUDGET, s.scale, failed
@@ -221,6 +233,7 @@ def details(outcomes: list[Outcome]) -> str:
             f"- {o.shape} at {o.scale:.2f}x: prefix not kept at calls {o.figures.not_kept or '-'}; "
             f"rebases: {reasons}; learned ratio {o.calibration:.2f}; thinking disabled on "
             f"{o.thinking_disabled} calls"
+            + (f"; {o.memory}" if o.shape.startswith("chat") else "")
             + (f"; refusals: {o.figures.refusals[:3]}" if o.figures.refusals else "")
         )
     return "\n".join(lines)

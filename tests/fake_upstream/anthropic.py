@@ -278,11 +278,18 @@ def _part_text(part: Any) -> str:
     return orjson.dumps(part).decode()  # a tool definition
 
 
-def _prompt_tokens(parts: list[Any], messages: int) -> int:
+def _prompt_tokens(parts: list[Any], messages: int, scale: float = TOKEN_SCALE) -> int:
     """The provider's count of ``parts``: tiktoken's, as contextgate counts, so that the ratio
     is ``TOKEN_SCALE`` (Claude's tokenizer runs 20-35% above tiktoken)."""
     own = sum(_COUNTER.count_cached(_part_text(p), "gpt-4o") for p in parts) + 4 * messages
-    return round(own * TOKEN_SCALE)
+    return round(own * scale)
+
+
+def prompt_tokens(body: dict[str, Any], scale: float | None = None) -> int:
+    """The whole prompt's tokens as this upstream bills them (``scale``: another process's
+    ``TOKEN_SCALE``, e.g. a test's ``FakeUpstream(token_scale=)``)."""
+    parts = _prefix_until_last_breakpoint(body, whole=True)
+    return _prompt_tokens(parts, len(body.get("messages") or []), scale or TOKEN_SCALE)
 
 
 def _prefix_until_last_breakpoint(body: dict[str, Any], *, whole: bool = False) -> list[Any]:
@@ -303,8 +310,7 @@ def _prefix_until_last_breakpoint(body: dict[str, Any], *, whole: bool = False) 
 
 
 def usage(body: dict[str, Any], reply: Reply, seen_prefixes: set[str]) -> dict[str, int]:
-    messages = body.get("messages") or []
-    total = _prompt_tokens(_prefix_until_last_breakpoint(body, whole=True), len(messages))
+    total = prompt_tokens(body)
     prefix = _prefix_until_last_breakpoint(body)
     cached = min(_prompt_tokens(prefix, 0), total) if prefix else 0
     read = write = 0
