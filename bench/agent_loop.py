@@ -19,8 +19,9 @@ From the prompts the upstream actually received (tiktoken counts):
   the tool definitions the upstream got, as contextgate counts them), broken tool call/result
   pairs.
 
-``--record`` writes the figures into bench/README.md's "## Agent loop" section and the plot to
-bench/agent_loop_cost.png.
+``--record`` writes the figures into bench/README.md's "## Agent loop" section (its block
+``agent-loop-chat``) and the plot to bench/agent_loop_cost.png. ``--suite real``: issue 27's
+agents instead (bench/agent_suite.py).
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ from tests.fake_upstream import FakeUpstream
 
 BENCH = Path(__file__).resolve().parent
 PLOT = BENCH / "agent_loop_cost.png"
-SECTION = "## Agent loop"
 MODEL = "agent-model"
 COUNT_MODEL = "gpt-4o"
 READ, WRITE = 0.1, 1.25
@@ -315,18 +315,6 @@ def table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
-def record(text: str) -> None:
-    readme = BENCH / "README.md"
-    content = readme.read_text()
-    start = content.find(SECTION)
-    if start < 0:
-        content = content.rstrip() + "\n\n" + text + "\n"
-    else:
-        end = content.find("\n## ", start + len(SECTION))
-        content = content[:start] + text + ("\n" + content[end:] if end >= 0 else "\n")
-    readme.write_text(content)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
@@ -382,7 +370,12 @@ def main() -> None:
     if args.record and args.door == "chat":
         plot(runs, 64000 if 64000 in budgets else budgets[0])
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        record(f"{SECTION}\n\n{INTRO}\n\nRecorded {when}.\n\n{text}\n\n{READING}")
+        from bench.agent_report import record_block
+
+        heading = "### The one-tool-call-per-question loop"
+        record_block(
+            "agent-loop-chat", f"{heading}\n\n{INTRO}\n\nRecorded {when}.\n\n{text}\n\n{READING}"
+        )
 
 
 def real_suite(args: argparse.Namespace) -> None:
