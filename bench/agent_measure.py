@@ -76,6 +76,7 @@ class Call:
     wire: str  # "anthropic" | "chat" | "responses" (what an agent sent to /v1/responses)
     body: dict[str, Any]
     asked_thinking: bool = False  # the client asked for extended thinking on this call
+    betas: str = ""  # the request's anthropic-beta header
 
     def units(self) -> list[bytes]:
         body = _plain(strip_marks(self.body))
@@ -122,7 +123,7 @@ class Call:
         if self.wire != "anthropic":
             return None
         try:
-            fake_anthropic.check(self.body)
+            fake_anthropic.check(self.body, self.betas)
         except fake_anthropic.Invalid as refused:
             return str(refused)
         return None

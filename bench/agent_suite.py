@@ -91,7 +91,7 @@ class Outcome:
 def calls_of(fake: FakeUpstream, wire: str, model: str, asked_thinking: bool) -> list[Call]:
     path = "/v1/messages" if wire == "anthropic" else "/v1/chat/completions"
     return [
-        Call(wire, record["body"], asked_thinking)
+        Call(wire, record["body"], asked_thinking, record["headers"].get("anthropic-beta", ""))
         for record in fake.requests()
         if record.get("path") == path and (record.get("body") or {}).get("model") == model
     ]

@@ -76,7 +76,8 @@ def claude_config(folder: Path, fake: FakeUpstream, window: int) -> Path:
 
 def _calls(fake: FakeUpstream) -> list[Call]:
     return [
-        Call("anthropic", r["body"], True)  # Claude Code asks for thinking on every call
+        # Claude Code asks for thinking on every call
+        Call("anthropic", r["body"], True, r["headers"].get("anthropic-beta", ""))
         for r in fake.requests()
         if r.get("path") == "/v1/messages" and (r.get("body") or {}).get("model") == UPSTREAM
     ]

@@ -178,6 +178,12 @@ class Settings(BaseSettings):
     # nothing and manages nothing, as OpenAI's word says; "manage" stores the conversation and
     # manages its context like any other, but keeps no response object to retrieve or continue.
     responses_store_false: Literal["passthrough", "manage"] = "passthrough"
+    # POST /v1/responses on OpenAI's own Responses API (app/llm/native_responses.py): "auto"
+    # for openai/azure deployments on the provider's own API and model_list entries with
+    # model_info.responses_api: true; "always" also for OpenAI-compatible servers (an
+    # api_base, CONTEXTGATE_UPSTREAM_BASE_URL), falling back to the chat form on their 404;
+    # "off": every model through the chat form. model_info.responses_api: false always wins.
+    responses_native: Literal["auto", "always", "off"] = "auto"
 
     # --- server --------------------------------------------------------------------------
     # `contextgate serve --demo`: mount the built-in offline demo model at /demo/v1.

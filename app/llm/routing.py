@@ -196,6 +196,17 @@ class ModelRouter:
             message += f" ({detail})"
         return NotFound(message, code="model_not_found", param="model")
 
+    def candidates(self, model_name: str) -> list[Deployment]:
+        """Every deployment ``resolve`` may try for the name (its fallbacks' included), without
+        advancing the round-robin; empty when the name is not served."""
+        if not self.serves(model_name):
+            return []
+        found: list[Deployment] = []
+        for name in (model_name, *self._fallbacks.get(model_name, [])):
+            if self.serves(name):
+                found.extend(self._by_name.get(name) or [self.primary(name)])
+        return found
+
     def resolve(self, model_name: str) -> list[Deployment]:
         """Deployments to try in order: this name's, then its configured fallbacks'."""
         if not self.serves(model_name):

@@ -3,18 +3,21 @@
 The stream is what the Anthropic SDK expects: ``message_start``, ``ping``, then per content
 block ``content_block_start`` / ``content_block_delta``* / ``content_block_stop`` (thinking with
 ``thinking_delta`` and ``signature_delta``, text with ``text_delta``, tool use with
-``input_json_delta``), then ``message_delta`` (stop reason, usage, and contextgate's
-``conversation_id`` / ``context_utilization``) and ``message_stop``; a failure is an ``error``
+``input_json_delta``), then ``message_delta`` (stop reason, usage, ``context_management``
+when the request asked for context editing, and contextgate's ``conversation_id`` /
+``context_utilization``) and ``message_stop``; a failure is an ``error``
 event. Upstream chat chunks are turned into blocks as they come: a block closes when the next
 kind starts (thinking closes once signed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from app.messages.context_editing import AppliedEdits
 from app.messages.errors import anthropic_error_body
 from app.messages.translate import anthropic_content, anthropic_usage, stop_reason
 
@@ -34,8 +37,12 @@ def _stop_reason(result: TurnResult) -> str:
     return stop_reason(result.finish_reason, has_tool_calls=bool(result.message.get("tool_calls")))
 
 
-def message_body(result: TurnResult, message_id: str) -> dict[str, Any]:
-    """Anthropic's ``message`` for a finished turn, plus contextgate's fields."""
+def message_body(
+    result: TurnResult, message_id: str, context_management: AppliedEdits | None = None
+) -> dict[str, Any]:
+    """Anthropic's ``message`` for a finished turn, plus contextgate's fields;
+    ``context_management``: the applied edits, when the request asked for context editing."""
+    edits = {} if context_management is None else {"context_management": context_management}
     return {
         "id": message_id,
         "type": "message",
@@ -45,14 +52,21 @@ def message_body(result: TurnResult, message_id: str) -> dict[str, Any]:
         "stop_reason": _stop_reason(result),
         "stop_sequence": None,
         "usage": anthropic_usage(result.usage.raw if result.usage else None),
+        **edits,
         **result.extensions(),
     }
 
 
 class AnthropicStreamRenderer:
-    def __init__(self, prepared: Prepared, message_id: str) -> None:
+    def __init__(
+        self,
+        prepared: Prepared,
+        message_id: str,
+        edits: Callable[[Prepared], AppliedEdits] | None = None,
+    ) -> None:
         self.prepared = prepared
         self.message_id = message_id
+        self.edits = edits  # renders ``context_management`` for the final message_delta
         self.index = -1  # the newest block's index
         self.open: str | None = None  # "thinking", "text", "tool" or None
         self.signed = False  # the open thinking block has its signature
@@ -102,12 +116,14 @@ class AnthropicStreamRenderer:
     def finish(self, result: TurnResult) -> list[bytes]:
         out = self._close()
         usage = anthropic_usage(result.usage.raw if result.usage else None)
-        delta = {
+        delta: dict[str, Any] = {
             "type": "message_delta",
             "delta": {"stop_reason": _stop_reason(result), "stop_sequence": None},
             "usage": usage,
-            **result.extensions(),
         }
+        if self.edits is not None:
+            delta["context_management"] = self.edits(result.prepared)
+        delta.update(result.extensions())
         out.append(event("message_delta", delta))
         out.append(event("message_stop", {"type": "message_stop"}))
         return out

@@ -4,11 +4,13 @@ Parse and validate Anthropic's request (errors in Anthropic's envelope: main.py 
 for this path), translate it into the internal turn, run it through the shared pipeline and
 render the answer as Anthropic's ``message`` or its SSE events. ``x-api-key`` or
 ``Authorization: Bearer`` authenticate (app.keys.auth); ``anthropic-version`` and
-``anthropic-beta`` go on to the upstream when it is Anthropic.
+``anthropic-beta`` go on to the upstream when it is Anthropic (without the context editing
+betas: contextgate does the editing itself, app/messages/context_editing.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
@@ -19,6 +21,14 @@ from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits, check_message_sizes
 from app.core.state import AppState
+from app.messages.context_editing import (
+    AppliedEdits,
+    ContextManagement,
+    applied_edits,
+    edited_context,
+    request_budget,
+    upstream_beta,
+)
 from app.messages.render import AnthropicStreamRenderer, message_body
 from app.messages.schemas import CountTokensRequest, MessagesRequest
 from app.messages.translate import chat_messages, chat_tools, message_id, to_turn_request
@@ -38,7 +48,28 @@ PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
 
 
 def _upstream_headers(request: Request) -> dict[str, str]:
-    return {name: request.headers[name] for name in PASSED_HEADERS if name in request.headers}
+    headers = {name: request.headers[name] for name in PASSED_HEADERS if name in request.headers}
+    if "anthropic-beta" in headers:
+        beta = upstream_beta(headers.pop("anthropic-beta"))
+        if beta is not None:
+            headers["anthropic-beta"] = beta
+    return headers
+
+
+EditReport = Callable[[Prepared], AppliedEdits]
+
+
+def _edit_report(state: AppState, management: ContextManagement | None) -> EditReport | None:
+    """What renders ``context_management`` for the answer, when the request asked for edits."""
+    if management is None:
+        return None
+
+    def report(prepared: Prepared) -> AppliedEdits:
+        # The client resends its older thinking on every call: each text is counted once.
+        model = prepared.request.model
+        return applied_edits(management, prepared, lambda t: state.tokens.count_cached(t, model))
+
+    return report
 
 
 @router.post("/v1/messages", response_model=None)
@@ -54,23 +85,27 @@ async def create_message(
         body.conversation_id = x_conversation_id
     turn = to_turn_request(body)
     check_chat_limits(state.settings, turn)
+    management = body.context_management
+    if management is not None:
+        turn.context = edited_context(management, turn.context, request_budget(state, turn))
     context = TurnContext.of(request, turn, caller, upstream_headers=_upstream_headers(request))
+    report = _edit_report(state, management)
     return await guarded(
         request,
         state,
         caller,
         body.model_dump(mode="json"),
         idempotency_key,
-        lambda: _answer(state, context),
+        lambda: _answer(state, context, report),
     )
 
 
-async def _answer(state: AppState, context: TurnContext) -> Response:
+async def _answer(state: AppState, context: TurnContext, report: EditReport | None) -> Response:
     msg_id = message_id(context.request_id)
     if context.request.stream:
 
         def renderer(prepared: Prepared) -> AnthropicStreamRenderer:
-            return AnthropicStreamRenderer(prepared, msg_id)
+            return AnthropicStreamRenderer(prepared, msg_id, report)
 
         stream = await open_turn_stream(state, context, renderer)
         prepared = stream.prepared
@@ -81,7 +116,8 @@ async def _answer(state: AppState, context: TurnContext) -> Response:
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     result = await run_turn(state, context)
     headers = context_headers(result.conversation_id, result.prepared.utilization, result.cost)
-    return json_response(message_body(result, msg_id), headers=headers)
+    edits = report(result.prepared) if report is not None else None
+    return json_response(message_body(result, msg_id, edits), headers=headers)
 
 
 @router.post("/v1/messages/count_tokens", response_model=None)

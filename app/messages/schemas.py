@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.messages.context_editing import ContextManagement
 from app.protocol.chat import AttachmentRef, ContextOptions
 
 __all__ = [
@@ -214,6 +215,8 @@ class MessagesRequest(_Common):
     top_p: float | None = Field(default=None, ge=0, le=1)
     top_k: int | None = Field(default=None, ge=0)
     metadata: Metadata | None = None
+    # Anthropic's context editing: done by contextgate, never forwarded (context_editing.py).
+    context_management: ContextManagement | None = None
 
     @model_validator(mode="after")
     def _thinking_fits(self) -> MessagesRequest:

@@ -14,8 +14,10 @@ from app.core.errors import BadRequest
 from app.core.state import AppState
 from app.db.models import utcnow
 from app.keys.auth import Caller
+from app.llm.native_responses import NativeRequest, native_chain
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
+from app.responses.native import NativeRenderer, client_output, native_request
 from app.responses.objects import echo_fields, response_object
 from app.responses.render import ResponsesRenderer
 from app.responses.repository import response_repository
@@ -42,7 +44,7 @@ async def build_turn(
     stored length the conversation must still have for the turn to go on it (TurnContext's
     ``continue_at``), else None."""
     messages = chat_messages(body)
-    params = chat_params(body)
+    params = chat_params(body, native=native_chain(state.llm, body.model, state.settings))
     at: int | None = None
     if body.previous_response_id is not None:
         if body.conversation_id is not None:
@@ -86,18 +88,29 @@ class NewResponse:
     echo: dict[str, Any] = field(default_factory=dict)
     renderer: ResponsesRenderer | None = None
     output: list[dict[str, Any]] | None = None  # as stored (ids included)
+    # For OpenAI's own Responses API (app/turns/native.py); its output, when it answered.
+    native: NativeRequest = field(default_factory=NativeRequest)
 
     def __post_init__(self) -> None:
         self.echo = echo_fields(self.body)
+        self.native = native_request(self.body)
 
     def stream_renderer(self, prepared: Prepared) -> ResponsesRenderer:
-        self.renderer = ResponsesRenderer(
+        self.renderer = NativeRenderer(
+            encrypted=self.native.wants_encrypted_reasoning,
             response_id=self.id,
             created_at=self.created_at,
             echo=self.echo,
             conversation_id=prepared.conversation_id,
         )
         return self.renderer
+
+    def _output(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        """The output items of an answer not streamed: the provider's own when it answered
+        natively, else rebuilt from the chat form."""
+        if self.native.output is not None:
+            return client_output(self.native.output, self.native.wants_encrypted_reasoning)
+        return output_items(message)
 
     async def record(
         self,
@@ -111,7 +124,7 @@ class NewResponse:
         if self.renderer is not None:
             self.output = self.renderer.output(answer.thinking_blocks)
         else:
-            self.output = output_items(message)
+            self.output = self._output(message)
         assert prepared.conversation_id is not None
         await response_repository.insert(
             session,
@@ -136,15 +149,16 @@ class NewResponse:
         )
 
     def body_of(self, result: TurnResult, incomplete: str | None) -> dict[str, Any]:
-        """The Response for a turn answered whole (not streamed)."""
-        return response_object(
+        """The Response for a turn answered whole (not streamed), with its cost."""
+        body = response_object(
             response_id=self.id,
             created_at=self.created_at,
             echo=self.echo,
             status="incomplete" if incomplete else "completed",
-            output=self.output if self.output is not None else output_items(result.message),
+            output=self.output if self.output is not None else self._output(result.message),
             usage=response_usage(result.usage),
             conversation_id=result.conversation_id,
             context_utilization=result.prepared.utilization.model_dump(mode="json"),
             incomplete=incomplete,
         )
+        return {**body, "cost": result.cost.model_dump()}

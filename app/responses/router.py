@@ -49,6 +49,7 @@ async def create_response(
         # instructions apply to this request only (OpenAI: never carried over to the next)
         own_system_prompt=bool(body.instructions),
         continue_at=at,
+        native=new.native,  # OpenAI's own Responses API for OpenAI models (app/turns/native.py)
     )
     return await guarded(
         request,

@@ -123,8 +123,8 @@ class ResponsesRequest(BaseModel):
     input: str | list[InputItem]
     instructions: str | None = None
     previous_response_id: str | None = None
-    # Function tools (also inside ``namespace`` tools); hosted tools (web_search, …) are
-    # accepted and not forwarded: a chat upstream cannot run them.
+    # Function tools (also inside ``namespace`` tools); hosted tools (web_search, …) go on to
+    # OpenAI models (app/llm/native_responses.py) only: a chat upstream cannot run them.
     tools: list[dict[str, Any]] | None = None
     tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
     store: bool = True

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from app.core.errors import BadRequest
 from app.llm.responses import Usage
+from app.llm.responses_items import NATIVE_BLOCK
 from app.responses.schemas import (
     ContentPart,
     FunctionCallItem,
@@ -165,7 +166,10 @@ def chat_messages(request: ResponsesRequest) -> list[dict[str, Any]]:
             summary = "".join(part.text for part in item.summary)
             if summary:
                 pending.reasoning.append(summary)
-            pending.thinking_blocks.extend(decode_reasoning(item.encrypted_content) or [])
+            blocks = decode_reasoning(item.encrypted_content)
+            if blocks is None and item.encrypted_content:  # the provider's own (native path)
+                blocks = [{"type": NATIVE_BLOCK, "item": item.model_dump(exclude_none=True)}]
+            pending.thinking_blocks.extend(blocks or [])
         elif isinstance(item, FunctionCallOutputItem):
             pending.flush(messages)
             messages.append(
@@ -246,8 +250,10 @@ def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
     )
 
 
-def chat_params(request: ResponsesRequest) -> dict[str, Any]:
-    """The chat request's fields besides model and messages (extensions included)."""
+def chat_params(request: ResponsesRequest, *, native: bool = False) -> dict[str, Any]:
+    """The chat request's fields besides model and messages (extensions included). ``native``:
+    the turn goes to OpenAI's own Responses API, which takes a hosted tool's ``tool_choice``
+    as it is (left out of the chat form here, not refused)."""
     params: dict[str, Any] = {
         "stream": request.stream,
         "user": request.user,
@@ -262,7 +268,9 @@ def chat_params(request: ResponsesRequest) -> dict[str, Any]:
     tools = function_tools(request.tools)
     if tools:
         params["tools"] = [_chat_tool(tool) for tool in tools]
-    if request.tool_choice is not None:
+    choice_type = request.tool_choice.get("type") if isinstance(request.tool_choice, dict) else None
+    hosted_choice = native and choice_type not in (None, "function", "auto", "none", "required")
+    if request.tool_choice is not None and not hosted_choice:
         choice = _chat_tool_choice(request.tool_choice)
         if tools:  # chat APIs refuse a tool_choice (or parallel_tool_calls) without tools
             params["tool_choice"] = choice

@@ -3,7 +3,8 @@
 The context engine reports the artifacts it planned on this call; every other tool result the
 prompt sends (a kept prompt's, or history sent as it is) is listed too, with the strategy in
 force for it: ``include_full`` when sent as stored, ``exclude`` when a placeholder stands in.
-Its source names where it lives: ``history:msg_12:tool:get_weather``.
+Its id and source name where it lives, as the engine names historical results: ``hist_msg_12``,
+``history:msg_12:get_weather``.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def complete_artifacts(
 ) -> list[ArtifactOutcome]:
     """``planned`` plus an outcome for every other tool result in ``messages``; ``sources``:
     the stored messages the prompt may come from (for their raw size and sequence)."""
-    listed = {outcome.artifact_id for outcome in planned}
     by_call = {str(m.tool_call_id): m for m in sources if m.role == "tool" and m.tool_call_id}
+    by_sequence = {f"hist_msg_{m.sequence_number}": str(m.tool_call_id) for m in by_call.values()}
+    listed = {by_sequence.get(o.artifact_id, o.artifact_id) for o in planned}
     names = _names(messages)
     extra: list[ArtifactOutcome] = []
     for message in messages:
@@ -49,12 +51,11 @@ def complete_artifacts(
         original = len(text_of(source.content)) if source is not None else len(sent)
         sequence = source.sequence_number if source is not None else None
         name = names.get(call_id, message.get("name") or "tool")
-        where = f"history:msg_{sequence}:" if sequence is not None else "history:"
         cleared = sent.startswith(PLACEHOLDER_START)
         extra.append(
             ArtifactOutcome(
-                artifact_id=call_id,
-                source=f"{where}tool:{name}",
+                artifact_id=f"hist_msg_{sequence}" if sequence is not None else call_id,
+                source=f"history:msg_{sequence}:{name}" if sequence is not None else f"tool:{name}",
                 artifact_type="tool_result",
                 strategy="exclude" if cleared else "include_full",
                 original_size_chars=original,

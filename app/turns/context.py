@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from app.conversations.messages import ConversationMessage
+    from app.llm.native_responses import NativeRequest
     from app.llm.responses import Usage
     from app.turns.pipeline import Prepared
 
@@ -49,6 +50,9 @@ class TurnContext:
     # (Responses' previous_response_id). The conversation grown past it before the turn is
     # read: ``HeadMoved``; before it is stored: the turn is stored on a branch.
     continue_at: int | None = None
+    # The Responses door's request for OpenAI's own Responses API (app/turns/native.py): used
+    # when the model counts as OpenAI, else the turn goes through the chat form.
+    native: NativeRequest | None = None
 
     @classmethod
     def of(
@@ -61,6 +65,7 @@ class TurnContext:
         upstream_headers: Mapping[str, str] | None = None,
         own_system_prompt: bool = False,
         continue_at: int | None = None,
+        native: NativeRequest | None = None,
     ) -> TurnContext:
         """The turn of an HTTP request: its id and arrival time as the middleware noted them."""
         return cls(
@@ -72,4 +77,5 @@ class TurnContext:
             upstream_headers=upstream_headers or {},
             own_system_prompt=own_system_prompt,
             continue_at=continue_at,
+            native=native,
         )

@@ -11,13 +11,16 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import PromptLedgerRow, utcnow
+from app.db.repository import TenantScope
 from app.turns.owner import Ledger
 
 __all__ = ["load_ledger", "save_ledger"]
 
+_scope: TenantScope[PromptLedgerRow] = TenantScope(PromptLedgerRow)
 _COLUMNS = (
     "epoch", "answer_sequence", "answer_tokens", "own_system_hash", "attachments_key", "tokens",
-    "system_tokens", "memory_tokens", "chain_hash",
+    "system_tokens", "memory_tokens", "chain_hash", "cleared_tool_results", "cleared_tokens",
+    "messages_excluded",
 )  # fmt: skip
 
 
@@ -26,7 +29,7 @@ async def load_ledger(session: AsyncSession, tenant_id: str, conversation_id: st
         await session.execute(
             select(PromptLedgerRow).where(
                 PromptLedgerRow.conversation_id == conversation_id,
-                PromptLedgerRow.tenant_id == tenant_id,
+                _scope.tenant_clause(tenant_id),
             )
         )
     ).scalar_one_or_none()

@@ -41,6 +41,9 @@ class Ledger:
     system_tokens: int
     memory_tokens: int
     chain_hash: str  # the seal's hash after ``messages`` (app/context/seal.py)
+    cleared_tool_results: int  # placeholders in ``messages``, and the tokens they save
+    cleared_tokens: int
+    messages_excluded: int  # stored messages the prompt leaves out (cut or compacted)
     messages: tuple[dict[str, Any], ...]
     artifacts: tuple[dict[str, Any], ...]  # the ArtifactOutcome of each artifact in the prompt
 

@@ -84,6 +84,9 @@ class PromptRecord:
     system_tokens: int
     memory_tokens: int
     artifacts: list[dict[str, Any]]
+    cleared_tool_results: int = 0
+    cleared_tokens: int = 0
+    messages_excluded: int = 0
 
     def ledger(self, answer: ConversationMessage, prompt_hash: str) -> Ledger:
         return Ledger(
@@ -96,6 +99,9 @@ class PromptRecord:
             system_tokens=self.system_tokens,
             memory_tokens=self.memory_tokens,
             chain_hash=prompt_hash,
+            cleared_tool_results=self.cleared_tool_results,
+            cleared_tokens=self.cleared_tokens,
+            messages_excluded=self.messages_excluded,
             messages=tuple(self.messages),
             artifacts=tuple(self.artifacts),
         )
@@ -274,6 +280,9 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         system_tokens=utilization.breakdown.system,
         memory_tokens=utilization.breakdown.memory,
         artifacts=[a.model_dump(mode="json") for a in utilization.artifacts_processed],
+        cleared_tool_results=stats.cleared_tool_results,
+        cleared_tokens=stats.cleared_tokens,
+        messages_excluded=utilization.messages_excluded,
     )
     place_marks(
         built.messages,
@@ -362,7 +371,7 @@ async def _append_step(
     )  # fmt: skip
     kept = len(ledger.messages)
     answer = step.tail[0]
-    _kept_prefix(utilization, previous_kept=answer.prompt_hash == ledger.chain_hash)
+    _kept_prefix(utilization, ledger, previous_kept=answer.prompt_hash == ledger.chain_hash)
     utilization.cache_stats.prefix_tokens = REPLY_PRIMER + budget.tools + ledger.tokens
     return _Built(
         messages,
@@ -397,7 +406,10 @@ async def _assemble(
     if ledger is not None:
         index = answer_index(assembled, ledger.answer_sequence)
         if index is not None:
-            return _append_turn(state, request.model, assembled, index, ledger, budget, sources)
+            turn_memory = assembly.memory.context_tokens + assembly.memory.recall.tokens
+            return _append_turn(
+                state, request.model, assembled, index, ledger, budget, sources, turn_memory
+            )
         decision = Decision(
             False, "the previous answer is not in the prompt", None, ledger.epoch + 1
         )
@@ -437,20 +449,21 @@ def _append_turn(
     ledger: Ledger,
     budget: TokenBudget,
     sources: list[ConversationMessage],
+    turn_memory: int,
 ) -> _Built:
     """A new user turn on a kept prompt: the previous answer and what follows it (the new user
-    message with its per-turn block) appended to the ledger."""
+    message with its per-turn block, ``turn_memory`` tokens) appended to the ledger."""
     tail = assembled.messages[index:]
     messages = appended(ledger, tail)
     utilization = assembled.utilization
     tail_tokens = sum(state.tokens.count_message(message, model) for message in tail)
     breakdown = utilization.breakdown
-    breakdown.system, breakdown.memory = ledger.system_tokens, ledger.memory_tokens
+    turn_memory = min(turn_memory, tail_tokens)
+    breakdown.system, breakdown.memory = ledger.system_tokens, ledger.memory_tokens + turn_memory
     breakdown.history = ledger.tokens - ledger.system_tokens - ledger.memory_tokens
-    breakdown.current, breakdown.artifacts = tail_tokens, 0
+    breakdown.current, breakdown.artifacts = tail_tokens - turn_memory, 0
     utilization.tokens_used = REPLY_PRIMER + budget.tools + ledger.tokens + tail_tokens
     utilization.messages_included = len(messages)
-    utilization.messages_excluded = 0
     tail_calls = {m.get("tool_call_id") for m in tail if m.get("role") == "tool"}
     planned = [
         *(ArtifactOutcome.model_validate(a | {"carried": True}) for a in ledger.artifacts),
@@ -458,7 +471,7 @@ def _append_turn(
     ]
     utilization.artifacts_processed = complete_artifacts(messages, planned, sources)
     answer = next(a.message for a in assembled.anchors if a.rendered is tail[0])
-    _kept_prefix(utilization, previous_kept=answer.prompt_hash == ledger.chain_hash)
+    _kept_prefix(utilization, ledger, previous_kept=answer.prompt_hash == ledger.chain_hash)
     utilization.cache_stats.prefix_tokens = REPLY_PRIMER + budget.tools + ledger.tokens
     return _Built(
         messages,
@@ -469,10 +482,15 @@ def _append_turn(
     )
 
 
-def _kept_prefix(utilization: ContextUtilization, *, previous_kept: bool) -> None:
+def _kept_prefix(utilization: ContextUtilization, ledger: Ledger, *, previous_kept: bool) -> None:
+    """``cache_stats`` of a kept prompt: its placeholders are the ledger's; nothing cut now."""
     stats = utilization.cache_stats
     stats.prefix_kept = previous_kept
     stats.cut, stats.cut_at_sequence, stats.messages_dropped = False, None, 0
+    stats.cleared_tool_results = ledger.cleared_tool_results
+    stats.cleared_tokens = ledger.cleared_tokens
+    stats.cleared_now = []
+    utilization.messages_excluded = ledger.messages_excluded
 
 
 def _continuation(

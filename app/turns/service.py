@@ -10,8 +10,8 @@ from app.context.metadata import CostInfo
 from app.core.errors import ContextGateError
 from app.core.state import AppState
 from app.llm.responses import Usage
-from app.memories.remember import llm_call_with_remember
 from app.turns.context import TurnContext
+from app.turns.native import call_upstream
 from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
 
 __all__ = ["TurnResult", "record_failure", "run_turn"]
@@ -66,7 +66,8 @@ async def run_turn(state: AppState, context: TurnContext) -> TurnResult:
     prepared = await prepare(state, context)
     request = prepared.request
     try:
-        completion = await llm_call_with_remember(state, prepared)  # = state.llm.complete
+        # OpenAI's Responses API for the Responses door on OpenAI models, else the chat form.
+        completion = await call_upstream(state, context, prepared)
     except ContextGateError as error:
         await record_failure(state, prepared, error)
         raise

@@ -19,9 +19,9 @@ from app.core.state import AppState
 from app.llm.client import StreamHandle
 from app.llm.errors import map_upstream_error
 from app.llm.responses import usage_of
-from app.memories.remember import llm_stream_with_remember
 from app.turns.accumulate import StreamAccumulator
 from app.turns.context import TurnContext
+from app.turns.native import open_upstream_stream
 from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
 from app.turns.service import TurnResult, record_failure
 
@@ -153,7 +153,8 @@ async def open_turn_stream(
     answers them as HTTP errors in its own envelope)."""
     prepared = await prepare(state, context)
     try:
-        handle = await llm_stream_with_remember(state, prepared)  # = state.llm.stream
+        # OpenAI's Responses API for the Responses door on OpenAI models, else the chat form.
+        handle = await open_upstream_stream(state, context, prepared)
     except ContextGateError as error:
         await record_failure(state, prepared, error)
         raise

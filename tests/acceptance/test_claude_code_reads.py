@@ -103,7 +103,8 @@ def _kept(previous: dict[str, Any], current: dict[str, Any]) -> bool:
     before, after = _plain(previous), _plain(current)
     if (before["system"], before["tools"]) != (after["system"], after["tools"]):
         return False
-    return after["messages"][: len(before["messages"])] == before["messages"]
+    kept: bool = after["messages"][: len(before["messages"])] == before["messages"]
+    return kept
 
 
 def test_claude_code_reads_files_through_a_small_budget(
@@ -120,14 +121,13 @@ def test_claude_code_reads_files_through_a_small_budget(
     assert result["is_error"] is False, result
     assert result["result"] == FINAL  # the task finished: every Read answered, then the end
 
-    bodies = [
-        r["body"]
-        for r in fake.requests()
-        if r["path"] == "/v1/messages" and r["body"]["model"] == UPSTREAM
+    records = [
+        r for r in fake.requests() if r["path"] == "/v1/messages" and r["body"]["model"] == UPSTREAM
     ]
+    bodies = [r["body"] for r in records]
     assert len(bodies) == READS + 1
-    for body in bodies:
-        fake_anthropic.check(body)  # nothing Anthropic would refuse
+    for record, body in zip(records, bodies, strict=True):
+        fake_anthropic.check(body, record["headers"].get("anthropic-beta", ""))  # no refusal
         assert body["thinking"]["type"] == "enabled"  # thinking on every call
         assert fake_anthropic.prompt_tokens(body, SCALE) <= BUDGET  # by the upstream's count
 

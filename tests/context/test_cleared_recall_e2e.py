@@ -183,16 +183,12 @@ def test_a_cleared_tool_result_is_recalled_in_full_for_a_question_about_it(
     assert utilization["tokens_used"] <= BUDGET
     assert utilization["breakdown"]["memory"] > 0
 
-    # The next user turn: the question's turn (a question and its answer) is shorter than
-    # twice its block, so the block leaves the prompt with it (app/memories/frozen.py): one
-    # rewrite from the question on, reported as such, instead of the block in every prompt.
+    # The next user turn: the prompt owner keeps what was sent (the question with its recalled
+    # block) and appends; the block leaves at the next rebase, with everything else pending.
     loop.step("Step 99.")
     first, second = _prompts(fake_upstream)[-2:]
-    question_at = len(prompt) - 1
-    assert first[:question_at] == prompt[:question_at]
-    assert first[question_at] == {"role": "user", "content": QUESTION}
-    assert FACT not in str(first)
-    assert loop.usages[-2]["cache_stats"]["prefix_kept"] is False
+    assert first[: len(prompt)] == prompt
+    assert loop.usages[-2]["cache_stats"]["prefix_kept"] is True
     # and the loop's next call keeps that prompt as its prefix again
     assert second[: len(first)] == first
     assert loop.usages[-1]["cache_stats"]["prefix_kept"] is True

@@ -60,6 +60,7 @@ def test_uploaded_pdf_planned_and_summarized_through_the_real_server(
         "original_size_chars": len("The vault code is 4471"),
         "processed_size_chars": len("Vault code: 4471."),
         "cache_hit": False,
+        "carried": False,
         "title": "report.pdf",
     }
     assert any("unknown artifact ids" in note for note in usage["notes"])

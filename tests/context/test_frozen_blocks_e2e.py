@@ -125,21 +125,22 @@ def _stored_user_tokens(server: ContextgateServer, conversation_id: str) -> list
     return [int(tokens) for tokens, _ in rows]
 
 
-def test_a_short_turn_leaves_its_block_behind_at_the_next_user_message(
+def test_a_short_turn_keeps_its_block_until_the_next_rebase(
     server: ContextgateServer, sdk: openai.OpenAI, fake_upstream: FakeUpstream
 ) -> None:
+    """The prompt owner keeps what was sent: a chat's questions keep the blocks they were sent
+    with (a rebase, when the prompt reaches the high-water mark, drops the old ones)."""
     chat = Chat(sdk, _new_user(server))
     for question in ("What is a closure?", "And a generator?", "And a coroutine?"):
         chat.ask(question)
     prompts = _prompts(fake_upstream)
     for number, prompt in enumerate(prompts):
         users = _users(prompt)
-        assert users[-1].startswith("[CONTEXT: ")  # the newest question carries its block
+        assert all(u.startswith("[CONTEXT: ") for u in users), number  # each as first sent
         assert "neovim" in users[-1]
-        assert all(not u.startswith("[CONTEXT: ") for u in users[:-1]), number
-    assert _users(prompts[-1])[:-1] == ["What is a closure?", "And a generator?"]
-    # Each new question rewrote only the turn before it; that is reported, not hidden.
-    assert [u["cache_stats"]["prefix_kept"] for u in chat.usages[1:]] == [False, False]
+        if number:
+            assert prompt[: len(prompts[number - 1])] == prompts[number - 1], number
+    assert [u["cache_stats"]["prefix_kept"] for u in chat.usages[1:]] == [True, True]
     for usage in chat.usages:
         assert usage["tokens_used"] == sum(usage["breakdown"].values())
     # Stored counts are the questions' own: a block is counted only where it is sent.

@@ -11,6 +11,9 @@ Default answers: "Echo: <last user text>"; "Tool results: a | b" after tool mess
 response_format json_object/json_schema; reasoning_content for `reasoning_effort` or models whose
 name contains "reasoner"; signed thinking_blocks too (litellm's shape for Anthropic) for models
 whose name contains "thinker".
+`POST /v1/responses` answers as OpenAI's Responses API does (openai_responses.py): reasoning
+items with sealed `encrypted_content` for reasoning models, verified when sent back; hosted
+`web_search` with `SEARCH:<query>`.
 
 Directives in the last user message (each until end of line):
     CALL_TOOL:<name>:<json args>   with `tools` in the request: answer with that tool call.

@@ -10,7 +10,9 @@ it refuses (400 invalid_request_error) what a proxy could get wrong:
   thinking block (the thinking was dropped on the way back);
 - a ``tool_result`` whose ``tool_use_id`` has no ``tool_use`` in the immediately previous
   assistant message, a ``tool_use`` without its ``tool_result`` in the next user message;
-- more than 4 ``cache_control`` breakpoints; ``max_tokens`` missing.
+- more than 4 ``cache_control`` breakpoints; ``max_tokens`` missing;
+- ``context_management`` without the beta that enables it in ``anthropic-beta``
+  (``context-management-2025-06-27``, or ``compact-2026-01-12`` for ``compact_20260112``).
 
 Answers: a scripted one, else ``CALL_TOOL:<name>:<json>`` in the last user text (with tools),
 else "Tool results: …" after tool results, else "Echo: …". With ``thinking`` enabled the answer
@@ -170,7 +172,24 @@ def _check_tool_pairs(messages: list[dict[str, Any]]) -> None:
                 )
 
 
-def check(body: dict[str, Any]) -> None:
+_EDIT_BETAS = {"compact_20260112": "compact-2026-01-12"}
+_CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+
+
+def _check_context_management(body: dict[str, Any], betas: str) -> None:
+    management = body.get("context_management")
+    if management is None:
+        return
+    enabled = {beta.strip() for beta in betas.split(",")}
+    edits = management.get("edits") if isinstance(management, dict) else None
+    for edit in edits if isinstance(edits, list) else [{}]:
+        kind = edit.get("type") if isinstance(edit, dict) else None
+        if _EDIT_BETAS.get(str(kind), _CONTEXT_MANAGEMENT_BETA) not in enabled:
+            raise Invalid("context_management: Extra inputs are not permitted")
+
+
+def check(body: dict[str, Any], betas: str = "") -> None:
+    """Refuse what Anthropic refuses; ``betas``: the request's ``anthropic-beta`` header."""
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise Invalid("model: Field required")
     if not isinstance(body.get("max_tokens"), int):
@@ -184,6 +203,7 @@ def check(body: dict[str, Any]) -> None:
             f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
         )
     _check_tool_pairs(messages)
+    _check_context_management(body, betas)
     thinking = body.get("thinking") or {}
     _check_thinking(messages, thinking.get("type") == "enabled")
 

@@ -1,7 +1,7 @@
 """A deterministic, fast, OpenAI-compatible fake upstream (Starlette).
 
 Endpoints: /health, /v1/models, /v1/chat/completions, /v1/embeddings, Anthropic's
-/v1/messages (anthropic.py) and the control API
+/v1/messages (anthropic.py), OpenAI's /v1/responses (openai_responses.py) and the control API
 under /_fake/ (script, faults, requests, reset, stats). See tests/fake_upstream/__init__.py.
 """
 
@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import anthropic as a
+from . import openai_responses as o
 from . import responses as r
 from .faults import HANG_SECONDS, FakeResponse, Hooks, directive_fault
 
@@ -156,6 +157,8 @@ async def chat_completions(request: Request) -> Reply:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return _error(400, "'messages' must be a list.")
+    if "context_management" in body:  # Anthropic's, unknown to OpenAI's Chat Completions
+        return _error(400, "Unrecognized request argument supplied: context_management")
     model = str(body.get("model", ""))
     fault = _merge(state.pop_fault(model), directive_fault(r.last_user_text(messages)))
     delay_ms = _delay_ms(request, state, fault)
@@ -205,7 +208,7 @@ async def anthropic_messages(request: Request) -> Reply:
     if not isinstance(body, dict):
         return _json(a.error_body(400, "The request body must be a JSON object."), 400)
     try:
-        a.check(body)
+        a.check(body, request.headers.get("anthropic-beta", ""))
     except a.Invalid as exc:
         return _json(a.error_body(400, str(exc)), 400)
     model = str(body["model"])
@@ -233,6 +236,33 @@ async def anthropic_messages(request: Request) -> Reply:
         events = a.stream_events(body, reply, n, used)
         return FakeResponse(state.hooks, events=events, chunk_delay=chunk_delay, **common)
     return FakeResponse(state.hooks, body=orjson.dumps(a.message(body, reply, n, used)), **common)
+
+
+async def responses_api(request: Request) -> Reply:
+    """OpenAI's Responses API (see openai_responses.py): checks, then a JSON or SSE answer."""
+    state, body, early = await _read(request)
+    if early is not None:
+        return early
+    model = str(body.get("model", ""))
+    fault = _merge(state.pop_fault(model))
+    delay_ms = _delay_ms(request, state, fault)
+    failure = _fault_response(state, fault, delay_ms, request)
+    if failure is not None:
+        return failure
+    try:
+        o.check(body)
+    except o.Invalid as exc:
+        return _json(exc.body(), exc.status)
+    n = state.next_completion()
+    reply = o.plan(body, n, state.next_call_id)
+    if body.get("stream"):
+        events = o.stream_events(body, reply, n)
+        chunk_delay = float(fault.get("chunk_delay_ms") or 0) / 1000
+        return FakeResponse(
+            state.hooks, events=events, delay=delay_ms / 1000, chunk_delay=chunk_delay
+        )
+    payload = orjson.dumps(o.response(body, reply, n))
+    return FakeResponse(state.hooks, body=payload, delay=delay_ms / 1000)
 
 
 async def embeddings(request: Request) -> Reply:
@@ -318,6 +348,8 @@ def create_app(latency_ms: float = 0.0) -> Starlette:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/embeddings", embeddings, methods=["POST"]),
         Route("/v1/messages", anthropic_messages, methods=["POST"]),
+        Route("/v1/responses", responses_api, methods=["POST"]),
+        Route("/openai/responses", responses_api, methods=["POST"]),  # Azure OpenAI's path
         Route("/_fake/script", script, methods=["POST"]),
         Route("/_fake/faults", faults, methods=["POST"]),
         Route("/_fake/requests", recorded, methods=["GET"]),

@@ -157,7 +157,12 @@ async def test_first_kept_history_message_is_stable_across_turns(
             # and those bigger answers would move the cut every turn.
             context={"max_input_tokens": 400, "memory": False},
         )
-        sent = fake_upstream.requests()[-1]["body"]["messages"]
+        # The turn's own call (background compaction calls the summarizer meanwhile).
+        sent = next(
+            r["body"]["messages"]
+            for r in reversed(fake_upstream.requests())
+            if str(r["body"]["messages"][-1].get("content")).startswith("turn ")
+        )
         assert body["context_utilization"]["tokens_used"] <= 400
         assert sent[-1]["content"].startswith(f"turn {turn} ")
         prefixes.append(str(sent[0]["content"]))

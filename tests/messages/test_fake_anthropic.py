@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 
 from tests.fake_upstream import FakeUpstream
@@ -100,7 +101,7 @@ def test_redacted_thinking_and_records(client: anthropic.Anthropic, fake: FakeUp
 
 def _loop(client: anthropic.Anthropic) -> tuple[Any, Any, str]:
     """One tool call, ready to be answered: (the ask, the assistant message, its tool_use id)."""
-    ask = {"role": "user", "content": 'CALL_TOOL:get_weather:{"city": "Oslo"}'}
+    ask: Any = {"role": "user", "content": 'CALL_TOOL:get_weather:{"city": "Oslo"}'}
     first = client.messages.create(model="claude-x", max_tokens=64, messages=[ask], tools=[TOOL])
     call = first.content[-1]
     assert call.type == "tool_use"
@@ -109,7 +110,7 @@ def _loop(client: anthropic.Anthropic) -> tuple[Any, Any, str]:
 
 def test_tool_result_without_its_tool_use_is_refused(client: anthropic.Anthropic) -> None:
     ask, assistant, call_id = _loop(client)
-    answered = {"type": "tool_result", "tool_use_id": call_id, "content": "rain"}
+    answered: Any = {"type": "tool_result", "tool_use_id": call_id, "content": "rain"}
     stray = {"type": "tool_result", "tool_use_id": "toolu_nowhere", "content": "rain"}
     # Accepted: the result answers the call of the message right before it.
     client.messages.create(
@@ -134,11 +135,12 @@ def test_tool_result_without_its_tool_use_is_refused(client: anthropic.Anthropic
 
 def test_tool_use_without_its_tool_result_is_refused(client: anthropic.Anthropic) -> None:
     ask, assistant, call_id = _loop(client)
-    for following in ("Go on.", [{"type": "text", "text": "Go on."}]):
+    followings: list[Any] = ["Go on.", [{"type": "text", "text": "Go on."}]]
+    for following in followings:
         with pytest.raises(anthropic.BadRequestError) as caught:
             client.messages.create(
                 model="claude-x", max_tokens=64, tools=[TOOL],
-                messages=[ask, assistant, {"role": "user", "content": following}],
+                messages=[ask, assistant, {"role": "user", "content": following}],  # type: ignore[list-item]
             )  # fmt: skip
         error = caught.value.body["error"]  # type: ignore[index]
         assert error["type"] == "invalid_request_error"
@@ -157,3 +159,35 @@ def test_usage_counts_the_prompt_at_the_token_scale() -> None:
     body: Any = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": text}]}
     used = fake_anthropic.usage(body, fake_anthropic.Reply(), set())
     assert used["input_tokens"] == _COUNTER.count_text(text, "gpt-4o") + 4
+
+
+def test_context_management_needs_its_beta(client: anthropic.Anthropic) -> None:
+    """As Anthropic: ``context_management`` is refused unless its beta is on (contextgate does
+    the editing itself and must never send it); OpenAI's chat API refuses it outright."""
+    ask: Any = [{"role": "user", "content": "hi"}]
+    edits: Any = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+    with pytest.raises(anthropic.BadRequestError, match="context_management"):
+        client.messages.create(
+            model="claude-x", max_tokens=64, messages=ask, extra_body={"context_management": edits}
+        )
+    compact: Any = {"edits": [{"type": "compact_20260112"}]}
+    with pytest.raises(anthropic.BadRequestError, match="context_management"):
+        client.beta.messages.create(
+            model="claude-x", max_tokens=64, messages=ask, context_management=compact,
+            betas=["context-management-2025-06-27"],
+        )  # fmt: skip
+    reply = client.beta.messages.create(
+        model="claude-x", max_tokens=64, messages=ask, context_management=edits,
+        betas=["context-management-2025-06-27"],
+    )  # fmt: skip
+    assert reply.content[0].type == "text"
+
+
+def test_the_chat_api_refuses_context_management(fake: FakeUpstream) -> None:
+    chat = openai.OpenAI(base_url=fake.base_url, api_key="sk-test", max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="context_management"):
+        chat.chat.completions.create(
+            model="gpt-x",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_body={"context_management": {"edits": []}},
+        )

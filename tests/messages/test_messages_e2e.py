@@ -314,11 +314,13 @@ def test_moving_breakpoint_is_not_accumulated(
     client: anthropic.Anthropic, fake_upstream: FakeUpstream
 ) -> None:
     """Claude Code marks its newest message on every call; stored history must not keep the
-    old marks (Anthropic refuses more than 4)."""
+    old marks (Anthropic refuses more than 4). contextgate adds one where the previous prompt,
+    kept as this one's prefix, ends (where the provider's cache entry is)."""
     system: Any = [
         {"type": "text", "text": "You are an agent.", "cache_control": {"type": "ephemeral"}}
     ]
     history: list[Any] = [{"role": "user", "content": 'CALL_TOOL:get_weather:{"city": "A"}'}]
+    previous_length = 0
     for step in range(6):
         sent = [*history[:-1], _marked_last(history[-1])]
         reply = client.messages.create(
@@ -326,7 +328,10 @@ def test_moving_breakpoint_is_not_accumulated(
             messages=sent,
         )  # fmt: skip
         body = anthropic_calls(fake_upstream)[-1]["body"]
-        assert _breakpoints(body) == [len(body["messages"]) - 1]  # where the client put it
+        marks = _breakpoints(body)
+        assert marks[-1] == len(body["messages"]) - 1  # where the client put it
+        assert marks[:-1] == ([previous_length - 1] if previous_length else [])
+        previous_length = len(body["messages"])
         history.append({"role": "assistant", "content": [b.model_dump() for b in reply.content]})
         call = next((b for b in reply.content if b.type == "tool_use"), None)
         if call is None:

@@ -23,6 +23,9 @@ def ledger(tokens: int = 4000, **fields: Any) -> Ledger:
         "system_tokens": 100,
         "memory_tokens": 0,
         "chain_hash": "ab" * 16,
+        "cleared_tool_results": 0,
+        "cleared_tokens": 0,
+        "messages_excluded": 0,
         "messages": ({"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"}),
         "artifacts": (),
     }

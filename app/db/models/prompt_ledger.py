@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, LargeBinary, String
+from sqlalchemy import Float, ForeignKey, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.models.base import Base, utcnow
@@ -35,6 +35,9 @@ class PromptLedgerRow(Base):
     system_tokens: Mapped[int] = mapped_column(default=0)
     memory_tokens: Mapped[int] = mapped_column(default=0)
     chain_hash: Mapped[str] = mapped_column(String(32), default="")  # seal.py's, after them
+    cleared_tool_results: Mapped[int] = mapped_column(default=0)  # placeholders in the prompt
+    cleared_tokens: Mapped[int] = mapped_column(default=0)
+    messages_excluded: Mapped[int] = mapped_column(default=0)
     # orjson: the messages as sent, and the artifact outcomes in force for them.
     messages: Mapped[bytes] = mapped_column(LargeBinary)
     artifacts: Mapped[bytes] = mapped_column(LargeBinary)
@@ -47,6 +50,6 @@ class TokenCalibrationRow(Base):
     __tablename__ = "token_calibration"
 
     model: Mapped[str] = mapped_column(String(200), primary_key=True)
-    ratio: Mapped[float] = mapped_column(default=1.0)
+    ratio: Mapped[float] = mapped_column(Float, default=1.0)
     samples: Mapped[int] = mapped_column(default=0)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
