@@ -113,14 +113,17 @@ call `Read` on each file in turn (token scale 1.2); once talking to the fake dir
 through contextgate (litellm's anthropic provider, the model's `max_input_tokens` set so that
 the budget is 100k after Claude Code's `max_tokens` and the margin). **Codex CLI** 0.169
 (`codex exec`) does the same with `cat` through its `exec_command` tool on `/v1/responses`
-(contextgate answers it from the fake's chat completions); the fake serves no Responses API,
-so Codex's direct bill is its own requests, recorded on the way in (bench/recorder.py).
-Same measures as above."""
+(contextgate answers it from the fake's chat completions, `CONTEXTGATE_RESPONSES_STORE_FALSE=manage`
+since Codex sends `store: false`) at 100k and 40k: Codex cuts each command's output to ~2.3k
+tokens, so its 40 reads reach only ~94k. The fake serves no Responses API, so Codex's direct
+bill is its own requests, recorded on the way in (bench/recorder.py). Same measures as above."""
 
 
 def real_text(outcomes: list[Outcome], results: dict[str, Any]) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    finished = orjson.dumps(results).decode()
+    finished = orjson.dumps(
+        {agent: {k: v for k, v in r.items() if k != "tail"} for agent, r in results.items()}
+    ).decode()
     return (
         f"### Real agents (issue 27)\n\n{REAL_INTRO}\n\nRecorded {when}.\n\n"
         f"{table(outcomes)}\n\n{details(outcomes)}\n\nThe agents' own results: `{finished}`"

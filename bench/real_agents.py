@@ -143,6 +143,9 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.2)
     parser.add_argument("--budget", type=int, default=BUDGET)
     parser.add_argument("--agents", default="claude,codex")
+    parser.add_argument(
+        "--codex-budgets", default="100000,40000", help="Codex truncates each output to ~2k tokens"
+    )
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     outcomes: list[Outcome] = []
@@ -158,13 +161,15 @@ def main() -> None:
         if "codex" in agents:
             from bench.real_codex import codex_outcomes
 
-            folder = Path(tmp) / "codex"
-            folder.mkdir()
-            window = window_for(args.budget, 1024)  # Codex sends no max_output_tokens
-            found, results["codex"] = codex_outcomes(
-                args.files, args.scale, folder, args.budget, window
-            )
-            outcomes += found
+            for budget in [int(b) for b in args.codex_budgets.split(",")]:
+                folder = Path(tmp) / f"codex-{budget}"
+                folder.mkdir()
+                window = window_for(budget, 1024)  # Codex sends no max_output_tokens
+                found, results[f"codex {budget}"] = codex_outcomes(
+                    args.files, args.scale, folder, budget, window
+                )
+                outcomes += found
+                print(table(found), flush=True)
     if args.record:
         from bench.agent_report import real_text, record_block
 

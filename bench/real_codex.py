@@ -2,7 +2,8 @@
 
 The fake upstream's chat completions are scripted to call Codex's ``exec_command`` with
 ``cat`` on each file in turn, then answer; contextgate (SQLite, a ~100k budget from the model's
-``max_input_tokens``) turns Codex's Responses requests into those chat calls. The direct bill is
+``max_input_tokens``; ``CONTEXTGATE_RESPONSES_STORE_FALSE=manage``, since Codex sends
+``store: false``) turns Codex's Responses requests into those chat calls. The direct bill is
 Codex's own requests, recorded on the way in (bench/recorder.py): the fake serves no Responses
 API for Codex to talk to directly.
 """
@@ -85,6 +86,8 @@ def codex_outcomes(
             "CONTEXTGATE_CONFIG": str(_config(tmp, fake, window)),
             "CONTEXTGATE_PLANNER_MODEL": "fake-planner",  # not Codex's model: its script
             "CONTEXTGATE_SUMMARIZER_MODEL": "fake-summarizer",
+            # Codex sends store: false; an operator who wants its context managed says so
+            "CONTEXTGATE_RESPONSES_STORE_FALSE": "manage",
         }
         with (
             Contextgate(tmp, fake.base_url, f"sqlite+aiosqlite:///{database}", extra_env=env)
@@ -101,7 +104,7 @@ def codex_outcomes(
             log = server_log(database, MODEL)
     reference = measure(sent, budget, scale)
     figures = measure(upstream, budget, scale, int(code != 0))
-    shape = f"Codex CLI, {files} reads"
+    shape = f"Codex CLI, {files} reads, {budget // 1000}k"
     outcomes = [
         Outcome(shape, scale, "direct (Codex's requests)", budget, reference, reference),
         Outcome(shape, scale, "contextgate", budget, figures, reference, log),
