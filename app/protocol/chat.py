@@ -127,6 +127,9 @@ class ContextOptions(BaseModel):
     summary_every_pairs: int | None = Field(default=None, ge=0, le=10_000)
     date_prefix: bool | None = None
     cache: CacheOptions = Field(default_factory=CacheOptions)
+    # Assemble the prompt anew on this call (a rebase of the prompt owner, app/turns/owner.py),
+    # as an agent's own compaction asks: its summaries, cut and clearing are applied now.
+    rebase: bool = False
 
 
 class ChatCompletionRequest(BaseModel):

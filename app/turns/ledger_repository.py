@@ -43,24 +43,16 @@ async def load_ledger(session: AsyncSession, tenant_id: str, conversation_id: st
 
 
 async def save_ledger(
-    session: AsyncSession,
-    tenant_id: str,
-    conversation_id: str,
-    ledger: Ledger,
-    *,
-    encoded_messages: bytes | None = None,
+    session: AsyncSession, tenant_id: str, conversation_id: str, values: dict[str, Any]
 ) -> None:
-    """Upsert the conversation's ledger (one statement). ``encoded_messages``: the messages
-    already encoded as orjson, when the caller has them."""
-    values: dict[str, Any] = {name: getattr(ledger, name) for name in _COLUMNS}
-    values["messages"] = encoded_messages or orjson.dumps(list(ledger.messages))
-    values["artifacts"] = orjson.dumps(list(ledger.artifacts))
+    """Upsert the conversation's ledger (one statement); ``values``: ``PromptRecord.row``."""
     dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
     insert = pg_insert if dialect == "postgresql" else sqlite_insert
     statement = insert(PromptLedgerRow).values(
         conversation_id=conversation_id, tenant_id=tenant_id, **values
     )
-    values["updated_at"] = utcnow()
     await session.execute(
-        statement.on_conflict_do_update(index_elements=["conversation_id"], set_=values)
+        statement.on_conflict_do_update(
+            index_elements=["conversation_id"], set_={**values, "updated_at": utcnow()}
+        )
     )

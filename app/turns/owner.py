@@ -21,9 +21,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from app.context.cache_policy import CachePolicy
 
-__all__ = ["Continuation", "Decision", "Ledger", "Watermarks", "appended", "decide"]
+__all__ = [
+    "Continuation",
+    "Decision",
+    "Ledger",
+    "PromptRecord",
+    "Watermarks",
+    "appended",
+    "decide",
+]
 
 KEPT = "kept"
 
@@ -73,6 +83,7 @@ class Continuation:
     attachments_key: str
     tail_tokens: int  # the previous answer and the new messages, raw
     fixed_tokens: int  # sent beside the messages every call: tools, the reply primer
+    asked_to_rebase: bool = False  # the client asked (``context.rebase``: its own compaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +105,8 @@ def decide(ledger: Ledger | None, call: Continuation, marks: Watermarks) -> Deci
     epoch = ledger.epoch + 1
     if not call.continues_at_end or ledger.answer_sequence != call.newest_sequence:
         return Decision(False, "the conversation continued from another point", None, epoch)
+    if call.asked_to_rebase:
+        return Decision(False, "the client asked for its context to be rebuilt", None, epoch)
     if call.own_system_hash != ledger.own_system_hash:
         return Decision(False, "the client's system prompt changed", None, epoch)
     if call.attachments_key != ledger.attachments_key:
@@ -108,3 +121,42 @@ def decide(ledger: Ledger | None, call: Continuation, marks: Watermarks) -> Deci
 def appended(ledger: Ledger, tail: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The only way a kept prompt grows: the ledger's messages as they are, then the tail."""
     return [*ledger.messages, *tail]
+
+
+@dataclass(slots=True)
+class PromptRecord:
+    """What the prompt owner keeps of this call's prompt once the answer is stored: the
+    messages encoded when the prompt was built (before cache marks, and before anything on the
+    way upstream could touch them), and the figures the next call carries."""
+
+    epoch: int
+    own_system_hash: str
+    attachments_key: str
+    encoded_messages: bytes  # orjson of the messages as sent
+    tokens: int
+    system_tokens: int
+    memory_tokens: int
+    artifacts: list[dict[str, Any]]
+    cleared_tool_results: int = 0
+    cleared_tokens: int = 0
+    messages_excluded: int = 0
+
+    def row(self, answer_sequence: int, answer_tokens: int, prompt_hash: str) -> dict[str, Any]:
+        """The ``prompt_ledgers`` columns once the answer is stored (app/turns/
+        ledger_repository.py ``save_ledger``)."""
+        return {
+            "epoch": self.epoch,
+            "answer_sequence": answer_sequence,
+            "answer_tokens": answer_tokens,
+            "own_system_hash": self.own_system_hash,
+            "attachments_key": self.attachments_key,
+            "tokens": self.tokens,
+            "system_tokens": self.system_tokens,
+            "memory_tokens": self.memory_tokens,
+            "chain_hash": prompt_hash,
+            "cleared_tool_results": self.cleared_tool_results,
+            "cleared_tokens": self.cleared_tokens,
+            "messages_excluded": self.messages_excluded,
+            "messages": self.encoded_messages,
+            "artifacts": orjson.dumps(self.artifacts),
+        }

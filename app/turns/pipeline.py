@@ -15,21 +15,18 @@ from typing import Any
 
 import orjson
 
-from app.context.assembler import AssembledContext
 from app.context.budget import BudgetPolicy, TokenBudget, count_tools, input_budget
-from app.context.cache_fit import annotate as annotate_cache
 from app.context.cache_hints import is_anthropic_model, provider_cache_usage
-from app.context.cache_policy import CachePolicy, CacheState, cache_policy
+from app.context.cache_policy import CacheState, cache_policy
 from app.context.metadata import (
-    ArtifactOutcome,
     ContextUtilization,
     CostInfo,
     TokenCalibrationStats,
 )
-from app.context.seal import LOOP_CUT_NOTE, chain_hash, seal_assembled
+from app.context.seal import LOOP_CUT_NOTE
 from app.context.tokens import REPLY_PRIMER
 from app.conversations.fingerprint import content_hash
-from app.conversations.history import TurnShape, measure_turn
+from app.conversations.history import measure_turn
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
 from app.core.state import AppState
@@ -39,72 +36,31 @@ from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
 from app.memories.hooks import schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
-from app.turns.artifact_ledger import complete_artifacts
 from app.turns.assembly import (
     Loaded,
-    answer_index,
-    build_assembly,
-    finish_memory,
     load_assembly,
-    report_loop_clearing,
 )
 from app.turns.calibration import sample_ratio
 from app.turns.context import RecordHook, TurnContext
 from app.turns.ledger_repository import load_ledger, save_ledger
-from app.turns.loop_step import LoopStep, append_loop_step, load_loop_step
+from app.turns.loop_step import LoopStep, load_loop_step
 from app.turns.marks import place_marks
 from app.turns.observe import observe_chat
 from app.turns.owner import (
-    KEPT,
     Continuation,
-    Decision,
     Ledger,
+    PromptRecord,
     Watermarks,
-    appended,
     decide,
 )
 from app.turns.repository import request_log_repository
+from app.turns.stages import append_step, assemble_prompt, rebase_after_all
 
 __all__ = ["Prepared", "prepare", "record"]
 
 _STORED_KEYS = (
     "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
 )  # fmt: skip
-
-
-@dataclass(slots=True)
-class PromptRecord:
-    """What the prompt owner keeps of this call's prompt once the answer is stored."""
-
-    epoch: int
-    own_system_hash: str
-    attachments_key: str
-    messages: list[dict[str, Any]]  # as sent, before cache marks
-    tokens: int
-    system_tokens: int
-    memory_tokens: int
-    artifacts: list[dict[str, Any]]
-    cleared_tool_results: int = 0
-    cleared_tokens: int = 0
-    messages_excluded: int = 0
-
-    def ledger(self, answer: ConversationMessage, prompt_hash: str) -> Ledger:
-        return Ledger(
-            epoch=self.epoch,
-            answer_sequence=answer.sequence_number,
-            answer_tokens=answer.token_count,
-            own_system_hash=self.own_system_hash,
-            attachments_key=self.attachments_key,
-            tokens=self.tokens,
-            system_tokens=self.system_tokens,
-            memory_tokens=self.memory_tokens,
-            chain_hash=prompt_hash,
-            cleared_tool_results=self.cleared_tool_results,
-            cleared_tokens=self.cleared_tokens,
-            messages_excluded=self.messages_excluded,
-            messages=tuple(self.messages),
-            artifacts=tuple(self.artifacts),
-        )
 
 
 @dataclass(slots=True)
@@ -237,7 +193,15 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             ledger = await load_ledger(session, context.caller.tenant_id, resolved.conversation_id)
         decision = decide(
             ledger,
-            _continuation(resolved, ledger, new, own_hash, _attachments_key(request), budget),
+            _continuation(
+                resolved,
+                ledger,
+                new,
+                own_hash,
+                _attachments_key(request),
+                budget,
+                asked_to_rebase=request.context.rebase,
+            ),  # fmt: skip
             marks,
         )
         if decision.ledger is not None and not any(m.role == "user" for m in new):
@@ -250,13 +214,15 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
                 marks=marks if decision.rebase and ledger is not None else None,
             )  # fmt: skip
     if step is not None and decision.ledger is not None:
-        built = await _append_step(state, context, step, decision.ledger, budget, marks)
+        built = await append_step(state, context, step, decision.ledger, budget, marks)
     else:
         assert loaded is not None
-        built = await _assemble(state, context, resolved, new, loaded, budget, policy, decision)
+        built = await assemble_prompt(
+            state, context, resolved, new, loaded, budget, policy, decision
+        )
     if built.decision.keep and built.utilization.tokens_used > marks.high:
         # What was appended came out larger than estimated (a new turn's per-turn context).
-        built = await _rebase_after_all(
+        built = await rebase_after_all(
             state, context, resolved, new, shape, own_system, budget, policy, marks, built
         )
     utilization = built.utilization
@@ -275,7 +241,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         epoch=built.decision.epoch,
         own_system_hash=own_hash,
         attachments_key=_attachments_key(request),
-        messages=list(built.messages),  # before cache marks, which move every call
+        encoded_messages=orjson.dumps(built.messages),  # before cache marks: they move
         tokens=max(0, utilization.tokens_used - utilization.breakdown.tools - REPLY_PRIMER),
         system_tokens=utilization.breakdown.system,
         memory_tokens=utilization.breakdown.memory,
@@ -311,188 +277,6 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     )
 
 
-async def _rebase_after_all(
-    state: AppState,
-    context: TurnContext,
-    resolved: ResolvedConversation,
-    new: list[ConversationMessage],
-    shape: TurnShape,
-    own_system: ConversationMessage | None,
-    budget: TokenBudget,
-    policy: CachePolicy,
-    marks: Watermarks,
-    kept: _Built,
-) -> _Built:
-    """A new user turn that would pass the high-water mark once its context is added: the
-    prompt is rebased after all (the turn's block is made again for the new prompt)."""
-    assert kept.decision.ledger is not None
-    tokens = kept.utilization.tokens_used
-    reason = f"high-water mark: the prompt with the new turn would take {tokens} of {marks.budget}"
-    decision = Decision(False, reason, None, kept.decision.ledger.epoch + 1)
-    for message in new:
-        message.context_prefix = None
-    budget.system, budget.current, budget.memory = shape.system_tokens, shape.current_tokens, 0
-    if own_system is not None:
-        budget.system += own_system.token_count
-    async with state.database.reading() as session:
-        loaded = await load_assembly(
-            state, context, session, resolved, new,
-            shape=shape, budget=budget, policy=policy, own_system=own_system,
-            rewrite=True, marks=marks,
-        )  # fmt: skip
-    return await _assemble(state, context, resolved, new, loaded, budget, policy, decision)
-
-
-@dataclass(slots=True)
-class _Built:
-    """The prompt a stage built, before cache marks."""
-
-    messages: list[dict[str, Any]]
-    utilization: ContextUtilization
-    decision: Decision
-    prompt_hash: str
-    stable_end: int  # leading messages that are the previous prompt, kept
-    cache_state: CacheState | None = None
-    withhold_reasoning: bool = False
-
-
-async def _append_step(
-    state: AppState,
-    context: TurnContext,
-    step: LoopStep,
-    ledger: Ledger,
-    budget: TokenBudget,
-    marks: Watermarks,
-) -> _Built:
-    """Stage 2a: a tool-loop step appended to the kept prompt."""
-    messages, utilization = await append_loop_step(
-        state, context.request, context.caller.tenant_id, step, ledger,
-        tools_tokens=budget.tools, marks=marks,
-    )  # fmt: skip
-    kept = len(ledger.messages)
-    answer = step.tail[0]
-    _kept_prefix(utilization, ledger, previous_kept=answer.prompt_hash == ledger.chain_hash)
-    utilization.cache_stats.prefix_tokens = REPLY_PRIMER + budget.tools + ledger.tokens
-    return _Built(
-        messages,
-        utilization,
-        Decision(True, KEPT, ledger, ledger.epoch),
-        chain_hash(ledger.chain_hash, messages[kept:]),
-        stable_end=kept,
-    )
-
-
-async def _assemble(
-    state: AppState,
-    context: TurnContext,
-    resolved: ResolvedConversation,
-    new: list[ConversationMessage],
-    loaded: Loaded,
-    budget: TokenBudget,
-    policy: CachePolicy,
-    decision: Decision,
-) -> _Built:
-    """Stage 2b: the prompt assembled from storage; a kept prompt takes only its tail."""
-    request = context.request
-    assembly = await build_assembly(
-        state, context, loaded, budget=budget, policy=policy,
-        force_rebase=decision.rebase and decision.epoch > 0,
-    )  # fmt: skip
-    await finish_memory(state, context, resolved, assembly, new, budget)
-    assembled = assembly.assembled
-    utilization = assembled.utilization
-    sources = [*assembly.window.history, *assembly.window.current]
-    ledger = decision.ledger
-    if ledger is not None:
-        index = answer_index(assembled, ledger.answer_sequence)
-        if index is not None:
-            turn_memory = assembly.memory.context_tokens + assembly.memory.recall.tokens
-            return _append_turn(
-                state, request.model, assembled, index, ledger, budget, sources, turn_memory
-            )
-        decision = Decision(
-            False, "the previous answer is not in the prompt", None, ledger.epoch + 1
-        )
-    conversation = resolved.conversation
-    newest = conversation.message_count - 1 if conversation is not None else -1
-    seal = seal_assembled(assembled, newest_sequence=newest)
-    utilization.artifacts_processed = complete_artifacts(
-        assembled.messages, utilization.artifacts_processed, sources
-    )
-    moved = None
-    if assembled.cache is not None and assembly.stored is not None:
-        annotate_cache(
-            assembled.cache,
-            utilization,
-            continuing=conversation is not None,
-            previous_kept=seal.previous_kept,
-        )
-        if assembled.cache.state != assembly.stored:
-            moved = assembled.cache.state
-    report_loop_clearing(assembly, loaded.clearing)
-    return _Built(
-        assembled.messages,
-        utilization,
-        decision,
-        seal.prompt_hash,
-        stable_end=assembled.prefix_count + (1 if assembly.memory.bundle else 0),
-        cache_state=moved,
-        withhold_reasoning=seal.reasoning_withheld,
-    )
-
-
-def _append_turn(
-    state: AppState,
-    model: str,
-    assembled: AssembledContext,
-    index: int,
-    ledger: Ledger,
-    budget: TokenBudget,
-    sources: list[ConversationMessage],
-    turn_memory: int,
-) -> _Built:
-    """A new user turn on a kept prompt: the previous answer and what follows it (the new user
-    message with its per-turn block, ``turn_memory`` tokens) appended to the ledger."""
-    tail = assembled.messages[index:]
-    messages = appended(ledger, tail)
-    utilization = assembled.utilization
-    tail_tokens = sum(state.tokens.count_message(message, model) for message in tail)
-    breakdown = utilization.breakdown
-    turn_memory = min(turn_memory, tail_tokens)
-    breakdown.system, breakdown.memory = ledger.system_tokens, ledger.memory_tokens + turn_memory
-    breakdown.history = ledger.tokens - ledger.system_tokens - ledger.memory_tokens
-    breakdown.current, breakdown.artifacts = tail_tokens - turn_memory, 0
-    utilization.tokens_used = REPLY_PRIMER + budget.tools + ledger.tokens + tail_tokens
-    utilization.messages_included = len(messages)
-    tail_calls = {m.get("tool_call_id") for m in tail if m.get("role") == "tool"}
-    planned = [
-        *(ArtifactOutcome.model_validate(a | {"carried": True}) for a in ledger.artifacts),
-        *(a for a in utilization.artifacts_processed if a.artifact_id in tail_calls),
-    ]
-    utilization.artifacts_processed = complete_artifacts(messages, planned, sources)
-    answer = next(a.message for a in assembled.anchors if a.rendered is tail[0])
-    _kept_prefix(utilization, ledger, previous_kept=answer.prompt_hash == ledger.chain_hash)
-    utilization.cache_stats.prefix_tokens = REPLY_PRIMER + budget.tools + ledger.tokens
-    return _Built(
-        messages,
-        utilization,
-        Decision(True, KEPT, ledger, ledger.epoch),
-        chain_hash(ledger.chain_hash, tail),
-        stable_end=len(ledger.messages),
-    )
-
-
-def _kept_prefix(utilization: ContextUtilization, ledger: Ledger, *, previous_kept: bool) -> None:
-    """``cache_stats`` of a kept prompt: its placeholders are the ledger's; nothing cut now."""
-    stats = utilization.cache_stats
-    stats.prefix_kept = previous_kept
-    stats.cut, stats.cut_at_sequence, stats.messages_dropped = False, None, 0
-    stats.cleared_tool_results = ledger.cleared_tool_results
-    stats.cleared_tokens = ledger.cleared_tokens
-    stats.cleared_now = []
-    utilization.messages_excluded = ledger.messages_excluded
-
-
 def _continuation(
     resolved: ResolvedConversation,
     ledger: Ledger | None,
@@ -500,6 +284,8 @@ def _continuation(
     own_hash: str,
     attachments_key: str,
     budget: TokenBudget,
+    *,
+    asked_to_rebase: bool,
 ) -> Continuation:
     conversation = resolved.conversation
     newest = conversation.message_count - 1 if conversation is not None else -1
@@ -510,6 +296,7 @@ def _continuation(
         attachments_key=attachments_key,
         tail_tokens=(ledger.answer_tokens if ledger else 0) + sum(m.token_count for m in new),
         fixed_tokens=REPLY_PRIMER + budget.tools,
+        asked_to_rebase=asked_to_rebase,
     )
 
 
@@ -600,7 +387,9 @@ async def record(
                     session,
                     prepared.caller.tenant_id,
                     resolved.conversation_id,
-                    prepared.prompt.ledger(answer, prepared.prompt_hash),
+                    prepared.prompt.row(
+                        answer.sequence_number, answer.token_count, prepared.prompt_hash
+                    ),
                 )
             if prepared.on_record is not None:
                 await prepared.on_record(session, prepared, answer, usage)

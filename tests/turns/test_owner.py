@@ -75,6 +75,7 @@ def test_the_first_prompt_is_a_rebase_of_epoch_zero() -> None:
         ({"own_system_hash": "other"}, "system prompt changed"),
         ({"attachments_key": "other"}, "attachments changed"),
         ({"tail_tokens": 3201}, "high-water mark"),
+        ({"asked_to_rebase": True}, "asked for its context to be rebuilt"),
     ],
 )
 def test_only_these_rebase_and_each_says_why(change: dict[str, Any], reason: str) -> None:
