@@ -46,6 +46,7 @@ from app.memories.save import router as conversation_save_router
 from app.messages.errors import anthropic_error_response
 from app.messages.router import ERROR_PREFIX as MESSAGES_PREFIX
 from app.messages.router import router as messages_router
+from app.responses.compaction_door import router as responses_compaction_router
 from app.responses.router import router as responses_router
 from app.system.router import router as system_router
 from app.turns.calibration import TokenCalibration
@@ -207,6 +208,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(keys_router)
     app.include_router(embeddings_router)
     app.include_router(responses_router)
+    app.include_router(responses_compaction_router)
     app.include_router(system_router)
     install_ui(app)
     if settings.demo:

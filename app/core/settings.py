@@ -47,6 +47,10 @@ class Settings(BaseSettings):
 
     # --- auth ----------------------------------------------------------------------------
     master_key: SecretStr | None = None
+    # Seals what contextgate hands clients to send back (Responses' `compaction` items). Unset:
+    # derived from the master key (else from the database URL: set one of them in production,
+    # the same on every replica).
+    secret_key: SecretStr | None = None
     # Failed-auth throttling per client address (/v1 and /ui/login); 0 turns it off.
     auth_max_failures: int = Field(20, ge=0)
     auth_failure_window_s: float = Field(60.0, gt=0)
@@ -174,10 +178,12 @@ class Settings(BaseSettings):
     summary_cache_ttl_s: int = Field(7 * 24 * 3600, ge=1)
 
     # --- doors ---------------------------------------------------------------------------
-    # POST /v1/responses with `store: false` (Codex sends it on every call): "passthrough" keeps
-    # nothing and manages nothing, as OpenAI's word says; "manage" stores the conversation and
-    # manages its context like any other, but keeps no response object to retrieve or continue.
-    responses_store_false: Literal["passthrough", "manage"] = "passthrough"
+    # POST /v1/responses with `store: false` (Codex sends it on every call): "manage" (the
+    # default: a client pointed at a context-managing gateway wants its context managed) stores
+    # the conversation and manages its context like any other, but keeps no response object to
+    # retrieve or continue; "passthrough" keeps nothing and manages nothing, as OpenAI's word
+    # says (for operators who must honour `store: false` strictly).
+    responses_store_false: Literal["passthrough", "manage"] = "manage"
     # POST /v1/responses on OpenAI's own Responses API (app/llm/native_responses.py): "auto"
     # for openai/azure deployments on the provider's own API and model_list entries with
     # model_info.responses_api: true; "always" also for OpenAI-compatible servers (an

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,12 +12,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversations.messages import ConversationMessage
 from app.core.errors import BadRequest
+from app.core.settings import Settings
 from app.core.state import AppState
 from app.db.models import utcnow
 from app.keys.auth import Caller
 from app.llm.native_responses import NativeRequest, native_chain
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
+from app.responses.compaction_expand import expand_compaction
+from app.responses.compaction_items import server_side_item
+from app.responses.management import managed_context
 from app.responses.native import NativeRenderer, client_output, native_request
 from app.responses.objects import echo_fields, response_object
 from app.responses.render import ResponsesRenderer
@@ -38,12 +43,19 @@ __all__ = ["NewResponse", "build_turn"]
 
 
 async def build_turn(
-    state: AppState, caller: Caller, body: ResponsesRequest
+    state: AppState, caller: Caller, body: ResponsesRequest, notes: list[str] | None = None
 ) -> tuple[ChatCompletionRequest, int | None]:
     """The request as one chat turn; ``previous_response_id`` continues (or branches): the
     stored length the conversation must still have for the turn to go on it (TurnContext's
-    ``continue_at``), else None."""
+    ``continue_at``), else None. ``notes`` gets what the door decided (management.py)."""
+    notes = notes if notes is not None else []
+    expansion = await expand_compaction(state, caller.tenant_id, body)
+    if expansion is not None:  # continue the conversation the compaction item stands for
+        body = expansion.body
+        notes.append(expansion.note)
     messages = chat_messages(body)
+    if expansion is not None and expansion.resent is not None:
+        messages = [*messages, expansion.resent]
     params = chat_params(body, native=native_chain(state.llm, body.model, state.settings))
     at: int | None = None
     if body.previous_response_id is not None:
@@ -61,8 +73,8 @@ async def build_turn(
         else:  # store=false: the stored history is sent as it is, nothing is stored
             system = messages[:1] if body.instructions else []
             messages = [*system, *start.history, *messages[len(system) :]]
-    if not body.store and state.settings.responses_store_false == "passthrough":
-        params["context"] = body.context.model_copy(update={"enabled": False})
+    params["context"], decided = managed_context(state.settings, body)
+    notes.extend(decided)
     if not messages:
         raise BadRequest("'input' must not be empty.", param="input", code="empty_input")
     try:
@@ -88,6 +100,10 @@ class NewResponse:
     echo: dict[str, Any] = field(default_factory=dict)
     renderer: ResponsesRenderer | None = None
     output: list[dict[str, Any]] | None = None  # as stored (ids included)
+    notes: list[str] = field(default_factory=list)  # the door's decisions (management.py)
+    # context_management: a compaction item closes the output when the turn compacted.
+    sealing: Settings | None = None
+    compacted: list[dict[str, Any]] | None = None
     # For OpenAI's own Responses API (app/turns/native.py); its output, when it answered.
     native: NativeRequest = field(default_factory=NativeRequest)
 
@@ -96,14 +112,26 @@ class NewResponse:
         self.native = native_request(self.body)
 
     def stream_renderer(self, prepared: Prepared) -> ResponsesRenderer:
-        self.renderer = NativeRenderer(
+        renderer = _NotingRenderer(
             encrypted=self.native.wants_encrypted_reasoning,
             response_id=self.id,
             created_at=self.created_at,
             echo=self.echo,
             conversation_id=prepared.conversation_id,
         )
-        return self.renderer
+        renderer.notes = self.notes
+        renderer.more = self.compaction_output
+        self.renderer = renderer
+        return renderer
+
+    def compaction_output(self, prepared: Prepared) -> list[dict[str, Any]]:
+        """The compaction item the output ends with (context_management), made once."""
+        if self.sealing is None:
+            return []
+        if self.compacted is None:
+            item = server_side_item(self.sealing, self.tenant_id, prepared)
+            self.compacted = [item] if item is not None else []
+        return self.compacted
 
     def _output(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         """The output items of an answer not streamed: the provider's own when it answered
@@ -125,6 +153,7 @@ class NewResponse:
             self.output = self.renderer.output(answer.thinking_blocks)
         else:
             self.output = self._output(message)
+        self.output += self.compaction_output(prepared)
         assert prepared.conversation_id is not None
         await response_repository.insert(
             session,
@@ -155,10 +184,34 @@ class NewResponse:
             created_at=self.created_at,
             echo=self.echo,
             status="incomplete" if incomplete else "completed",
-            output=self.output if self.output is not None else self._output(result.message),
+            output=self.output
+            if self.output is not None
+            else [*self._output(result.message), *self.compaction_output(result.prepared)],
             usage=response_usage(result.usage),
             conversation_id=result.conversation_id,
             context_utilization=result.prepared.utilization.model_dump(mode="json"),
             incomplete=incomplete,
         )
         return {**body, "cost": result.cost.model_dump()}
+
+
+class _NotingRenderer(NativeRenderer):
+    """Adds the door's notes to the final Response: after the turn is stored and observed, so
+    that they say what was done without counting as a fallback (``context_degraded``); and
+    the items that come after the answer's own (a ``compaction`` item)."""
+
+    notes: list[str]
+    more: Callable[[Prepared], list[dict[str, Any]]]
+
+    def finish(self, result: Any) -> list[bytes]:
+        result.prepared.utilization.notes.extend(self.notes)
+        extra: list[bytes] = []
+        for item in self.more(result.prepared):
+            if not self.native:
+                extra += self.whole_item(item)
+                continue
+            index = max(self.done_items, default=-1) + 1  # after the provider's own items
+            self.done_items[index] = item
+            for kind in ("response.output_item.added", "response.output_item.done"):
+                extra.append(self._event(kind, output_index=index, item=item))
+        return [*extra, *super().finish(result)]

@@ -55,6 +55,18 @@ class _Item:
         return function_call_item(self.id, self.call, status)
 
 
+class _WholeItem(_Item):
+    """An item that arrives whole (``whole_item``): done from the start, its body as given."""
+
+    def __init__(self, whole: dict[str, Any], index: int) -> None:
+        super().__init__("message", index)
+        self.kind, self.id, self.done = str(whole["type"]), str(whole["id"]), True
+        self.whole = whole
+
+    def body(self, status: str) -> dict[str, Any]:
+        return self.whole
+
+
 class ResponsesRenderer:
     """A StreamRenderer (app.turns.stream) for ``POST /v1/responses`` with ``stream: true``."""
 
@@ -268,6 +280,15 @@ class ResponsesRenderer:
                     delta=arguments,
                 )
             )
+        return out
+
+    def whole_item(self, body: dict[str, Any]) -> list[bytes]:
+        """An output item complete as it appears (a ``compaction`` item): its events."""
+        out = self._close_all()
+        item = _WholeItem(body, len(self.items))
+        self.items.append(item)
+        out.append(self._event("response.output_item.added", output_index=item.index, item=body))
+        out.append(self._event("response.output_item.done", output_index=item.index, item=body))
         return out
 
     def _close_all(self, *, keep_calls: bool = False) -> list[bytes]:

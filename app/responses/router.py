@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -15,10 +16,14 @@ from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits
 from app.core.state import AppState
 from app.protocol.headers import context_headers
+from app.responses.compaction_door import answer_trigger
+from app.responses.compaction_items import trigger_index
 from app.responses.create import NewResponse, build_turn
+from app.responses.management import compact_threshold
 from app.responses.objects import incomplete_reason
 from app.responses.schemas import ResponsesRequest
 from app.responses.service import response_service
+from app.responses.truncation import refuse_overflow
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
 from app.turns.service import run_turn
@@ -38,9 +43,17 @@ async def create_response(
 ) -> Response:
     if body.conversation_id is None and x_conversation_id:
         body.conversation_id = x_conversation_id
-    turn, at = await build_turn(state, caller, body)
+    if isinstance(body.input, list) and trigger_index(body.input) is not None:
+        payload = body.model_dump(mode="json")
+        answer = partial(answer_trigger, request, state, caller, body)
+        return await guarded(request, state, caller, payload, idempotency_key, answer)
+    notes: list[str] = []
+    turn, at = await build_turn(state, caller, body, notes)
     check_chat_limits(state.settings, turn)
-    new = NewResponse(body, caller.tenant_id)
+    await refuse_overflow(state, caller, body, turn)
+    new = NewResponse(body, caller.tenant_id, notes=notes)
+    if compact_threshold(body.context_management) is not None:
+        new.sealing = state.settings
     context = TurnContext.of(
         request,
         turn,
@@ -103,6 +116,7 @@ async def _respond(state: AppState, context: TurnContext, new: NewResponse) -> R
         }
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
     result = await run_turn(state, context)
+    result.prepared.utilization.notes.extend(new.notes)
     incomplete = incomplete_reason(result.finish_reason)
     if incomplete and new.output is not None:  # stored as completed: say why it stopped
         await response_service.mark_incomplete(

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from app.protocol.chat import AttachmentRef, ContextOptions
+from app.responses.compaction_items import CompactionItem, CompactionTriggerItem
 
 __all__ = [
     "ContentPart",
@@ -91,13 +92,15 @@ InputItem = Annotated[
     Annotated[MessageItem, Tag("message")]
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
-    | Annotated[ReasoningItem, Tag("reasoning")],
+    | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[CompactionItem, Tag("compaction")]
+    | Annotated[CompactionTriggerItem, Tag("compaction_trigger")],
     Discriminator(
         _item_kind,
         custom_error_type="unsupported_item",
         custom_error_message=(
-            "Input items may be of type 'message', 'function_call', 'function_call_output' "
-            "or 'reasoning'"
+            "Input items may be of type 'message', 'function_call', 'function_call_output', "
+            "'reasoning', 'compaction' or 'compaction_trigger'"
         ),
     ),
 ]
@@ -135,6 +138,8 @@ class ResponsesRequest(BaseModel):
     metadata: dict[str, str] | None = None
     reasoning: dict[str, Any] | None = None
     truncation: Literal["auto", "disabled"] | None = None
+    # [{"type": "compaction", "compact_threshold": N}]: management.py maps it onto the budget.
+    context_management: list[dict[str, Any]] | None = None
     parallel_tool_calls: bool | None = None
     user: str | None = None
     text: dict[str, Any] | None = None

@@ -308,7 +308,7 @@ def input_items(request: ResponsesRequest) -> list[dict[str, Any]]:
                 content = item.content if isinstance(item.content, list) else [item.content]
                 data["content"] = [_item_part(part, item.role) for part in content]
             items.append(data)
-    prefixes = {"message": "msg", "function_call": "fc", "reasoning": "rs"}
+    prefixes = {"message": "msg", "function_call": "fc", "reasoning": "rs", "compaction": "cmp"}
     for data in items:
         data.setdefault("id", item_id(prefixes.get(data["type"], "fco")))
         if data["type"] != "reasoning":

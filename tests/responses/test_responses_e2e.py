@@ -41,9 +41,10 @@ ITEMS: TypeAdapter[Any] = TypeAdapter(ResponseItem)
 def server(
     tmp_path_factory: pytest.TempPathFactory, fake_upstream_server: FakeUpstream
 ) -> Iterator[ContextgateServer]:
-    yield from module_server(
-        tmp_path_factory, fake_upstream_server, {"CONTEXTGATE_MASTER_KEY": MASTER}, name="resp"
-    )
+    # store=false honoured strictly here (test_store_false_keeps_nothing); the default
+    # manages it (test_store_false_manage.py).
+    env = {"CONTEXTGATE_MASTER_KEY": MASTER, "CONTEXTGATE_RESPONSES_STORE_FALSE": "passthrough"}
+    yield from module_server(tmp_path_factory, fake_upstream_server, env, name="resp")
 
 
 def issue_key(server: ContextgateServer, name: str) -> str:
@@ -288,6 +289,16 @@ def test_store_false_keeps_nothing(sdk: openai.OpenAI, fake_upstream: FakeUpstre
     with pytest.raises(openai.NotFoundError):
         sdk.responses.retrieve(gone.id)
     assert sdk.get("/conversations", cast_to=httpx.Response).json() == conversations
+    notes = extra(gone)["context_utilization"]["notes"]
+    assert any("CONTEXTGATE_RESPONSES_STORE_FALSE=passthrough" in note for note in notes)
+    # Nothing is stored, so nothing can be compacted: a clear 400, not a silent loss.
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.responses.create(
+            model=MODEL,
+            store=False,
+            input=[{"role": "user", "content": "x"}, {"type": "compaction_trigger"}],  # type: ignore[list-item]
+        )
+    assert "compaction_unavailable" in str(refused.value)
 
 
 def test_reasoning_becomes_a_reasoning_item(sdk: openai.OpenAI) -> None:

@@ -1,6 +1,6 @@
-"""CONTEXTGATE_RESPONSES_STORE_FALSE=manage: a client that always sends ``store: false`` and its
-whole input (as Codex does) still gets one stored, context-managed conversation — but no
-response object to retrieve or continue."""
+"""CONTEXTGATE_RESPONSES_STORE_FALSE=manage, the default: a client that always sends
+``store: false`` and its whole input (as Codex does) still gets one stored, context-managed
+conversation — but no response object to retrieve or continue."""
 
 from __future__ import annotations
 
@@ -23,12 +23,7 @@ MODEL = "gpt-4o-mini"
 def server(
     tmp_path_factory: pytest.TempPathFactory, fake_upstream_server: FakeUpstream
 ) -> Iterator[ContextgateServer]:
-    yield from module_server(
-        tmp_path_factory,
-        fake_upstream_server,
-        {"CONTEXTGATE_RESPONSES_STORE_FALSE": "manage"},
-        name="resp-manage",
-    )
+    yield from module_server(tmp_path_factory, fake_upstream_server, name="resp-manage")
 
 
 def test_store_false_is_managed_but_not_kept(server: ContextgateServer) -> None:
@@ -47,6 +42,10 @@ def test_store_false_is_managed_but_not_kept(server: ContextgateServer) -> None:
         ],
     )
     assert (second.model_extra or {})["conversation_id"] == conversation_id
+    notes = (second.model_extra or {})["context_utilization"]["notes"]
+    assert any(
+        "store=false: the conversation is stored and its context managed" in n for n in notes
+    )
     stored = httpx.get(f"{server.base_url}/conversations/{conversation_id}").json()["messages"]
     assert [m["content"] for m in stored] == [
         "plan the change",

@@ -32,6 +32,7 @@ KNOWN_COLLECTIONS = {
     "/v1/models",
     # The other doors and embeddings: checked in test_other_doors_cannot_reach_another_tenant.
     "/v1/responses",
+    "/v1/responses/compact",
     "/v1/messages",
     "/v1/messages/count_tokens",
     "/v1/embeddings",
@@ -207,3 +208,22 @@ async def test_other_doors_cannot_reach_another_tenant(world: dict[str, Any]) ->
     assert (await client.get(f"/v1/responses/{ids['response_id']}", headers=a)).status_code == 200
     history = await client.get(f"/v1/conversations/{ids['conversation_id']}", headers=a)
     assert [m["role"] for m in history.json()["messages"]] == ["system", "user", "assistant"]
+    # B can neither compact A's response nor go on from A's compaction item.
+    compact = await client.post(
+        "/v1/responses/compact",
+        json={"model": "gpt-4o-mini", "previous_response_id": ids["response_id"]},
+        headers=b,
+    )
+    assert compact.status_code == 404, compact.text
+    own = await client.post(
+        "/v1/responses/compact", json={"model": "gpt-4o-mini", "input": "a's secret"}, headers=a
+    )
+    item = own.json()["output"][-1]
+    assert item["type"] == "compaction"
+    stolen = await client.post(
+        "/v1/responses",
+        json={"model": "gpt-4o-mini", "input": [item, {"role": "user", "content": "and?"}]},
+        headers=b,
+    )
+    assert stolen.status_code == 400, stolen.text
+    assert stolen.json()["error"]["code"] == "invalid_compaction_item"
