@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,7 +99,7 @@ def calls_of(fake: FakeUpstream, wire: str, model: str, asked_thinking: bool) ->
 
 def server_log(database: Path, model: str) -> list[dict[str, Any]]:
     """Every logged call of ``model``, oldest first: its context_utilization."""
-    with sqlite3.connect(database) as connection:
+    with closing(sqlite3.connect(database)) as connection:
         rows = connection.execute(
             "SELECT context_utilization FROM request_logs WHERE model = ? ORDER BY created_at",
             (model,),
@@ -117,7 +117,7 @@ class Setup:
 
 
 @contextmanager
-def setup(scale: float, tmp: Path, model_info: dict[str, Any] | None = None) -> Iterator[Setup]:
+def setup(scale: float, tmp: Path) -> Iterator[Setup]:
     """A fake upstream at ``scale`` and a contextgate with a fresh database in front of it."""
     with FakeUpstream(token_scale=scale) as fake:
         directory = tmp / f"scale-{scale}"
@@ -126,12 +126,6 @@ def setup(scale: float, tmp: Path, model_info: dict[str, Any] | None = None) -> 
             directory, fake, names=(CHAT_MODEL, "bench-model", "gpt-4o-mini"),
             anthropic=(CODING_MODEL,),
         )  # fmt: skip
-        if model_info:
-            entries = orjson.loads(config.read_bytes())
-            for entry in entries["model_list"]:
-                if entry["model_name"] == CODING_MODEL:
-                    entry["model_info"] = model_info
-            config.write_bytes(orjson.dumps(entries))
         database = directory / "contextgate.db"
         env = {"CONTEXTGATE_CONFIG": str(config)}
         with (

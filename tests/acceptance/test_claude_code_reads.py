@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +132,7 @@ def test_claude_code_reads_files_through_a_small_budget(
         assert body["thinking"]["type"] == "enabled"  # thinking on every call
         assert fake_anthropic.prompt_tokens(body, SCALE) <= BUDGET  # by the upstream's count
 
-    with sqlite3.connect(database) as connection:
+    with closing(sqlite3.connect(database)) as connection:
         rows = connection.execute(
             "SELECT context_utilization FROM request_logs WHERE model = ? ORDER BY created_at",
             (MODEL,),
