@@ -133,6 +133,7 @@ def build_redis(settings: Settings) -> Redis | None:
 
 async def close_state(state: AppState) -> None:
     await _drain_background(state)
+    await state.calibration.close()
     if state.summary_cache is not None:
         await state.summary_cache.close()
     if state.redis is not None:

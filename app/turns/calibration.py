@@ -4,12 +4,16 @@ Budgets are in the provider's tokens (a 200k Claude window is 200k of Anthropic'
 contextgate counts with tiktoken, which runs 20-35% below Claude's tokenizer. Every response's
 usage is a sample: reported prompt tokens / our count of the same prompt. The running estimate
 lives in the database (``token_calibration``), so workers and replicas share it; each process
-keeps a copy for ``refresh_s`` seconds and folds its samples in with one UPDATE. Every budget
-decision divides the provider's budget by the ratio (``own_budget``).
+keeps a copy for ``refresh_s`` seconds, folds its own samples into that copy at once, and writes
+them to the database in the background at most every ``flush_s`` seconds (a request never
+waits for it, and costs no SQL statement of its own). Every budget decision divides the
+provider's budget by the ratio (``own_budget``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -58,10 +62,49 @@ def folded(current: Calibration, sample: float) -> Calibration:
 
 
 class TokenCalibration:
-    def __init__(self, database: Database, *, refresh_s: float = 5.0) -> None:
+    def __init__(self, database: Database, *, refresh_s: float = 5.0, flush_s: float = 2.0) -> None:
         self.database = database
         self.refresh_s = refresh_s
+        self.flush_s = flush_s
         self._known: dict[str, tuple[float, Calibration]] = {}
+        self._pending: dict[str, list[float]] = {}
+        self._flushing: asyncio.Task[None] | None = None
+
+    def observe(self, model: str, sample: float) -> None:
+        """One response's sample: this process uses it at once; the database gets it soon."""
+        known = self._known.get(model)
+        if known is not None:
+            self._known[model] = (known[0], folded(known[1], sample))
+        self._pending.setdefault(model, []).append(sample)
+        if self._flushing is None or self._flushing.done():
+            self._flushing = asyncio.get_running_loop().create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self.flush_s)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write the samples observed so far (one transaction); a failure keeps nothing back
+        from requests, it only loses those samples."""
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        try:
+            async with self.database.writing() as session:
+                for model, samples in pending.items():
+                    for sample in samples:
+                        await self._fold(session, model, sample)
+        except Exception:
+            logger.warning("token calibration could not be stored", exc_info=True)
+
+    async def close(self) -> None:
+        """Write what is pending (the waiting flush is cancelled, a running one finishes)."""
+        task = self._flushing
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.flush()
 
     async def get(self, model: str) -> Calibration:
         """The model's ratio, read from the database at most every ``refresh_s`` seconds."""
@@ -80,7 +123,13 @@ class TokenCalibration:
         return value
 
     async def record(self, session: AsyncSession, model: str, sample: float) -> None:
-        """Fold one sample into the shared estimate (in the caller's write transaction)."""
+        """Fold one sample into the shared estimate now (in the caller's write transaction)."""
+        await self._fold(session, model, sample)
+        known = self._known.get(model)
+        if known is not None:  # this process sees its own sample at once
+            self._known[model] = (known[0], folded(known[1], sample))
+
+    async def _fold(self, session: AsyncSession, model: str, sample: float) -> None:
         column = TokenCalibrationRow
         warm = column.samples < WARMUP_SAMPLES
         alpha = case((warm, 1.0 / (column.samples + 1)), else_=ALPHA)
@@ -98,9 +147,6 @@ class TokenCalibration:
                 .values(model=model, ratio=sample, samples=1)
                 .on_conflict_do_nothing(index_elements=["model"])
             )
-        known = self._known.get(model)
-        if known is not None:  # this process sees its own sample at once
-            self._known[model] = (known[0], folded(known[1], sample))
 
     async def stored(self, model: str) -> Calibration:
         """The shared estimate as stored now (for tests and the inspector)."""

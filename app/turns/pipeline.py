@@ -393,11 +393,6 @@ async def record(
                 )
             if prepared.on_record is not None:
                 await prepared.on_record(session, prepared, answer, usage)
-        sample = sample_ratio(
-            prepared.utilization.tokens_used, usage.prompt_tokens if usage else None
-        )
-        if sample is not None and answer is not None:
-            await state.calibration.record(session, request.model, sample)
         await request_log_repository.insert(
             session,
             {
@@ -420,6 +415,9 @@ async def record(
                 "context_utilization": prepared.utilization.model_dump(mode="json"),
             },
         )
+    sample = sample_ratio(prepared.utilization.tokens_used, usage.prompt_tokens if usage else None)
+    if sample is not None and answer is not None:
+        state.calibration.observe(request.model, sample)
     observe_chat(prepared, usage, cost, status)
     if answer is not None:  # background compaction / memory extraction, as they are due
         schedule_memory_work(state, prepared, usage)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from app.core.database import create_database
@@ -56,3 +58,22 @@ async def test_samples_are_shared_through_the_database(database_url: str) -> Non
     finally:
         await first_db.dispose()
         await second_db.dispose()
+
+
+async def test_observed_samples_reach_the_database_in_the_background(sqlite_url: str) -> None:
+    """A request only observes; the shared estimate is written soon after, off its path."""
+    database = create_database(sqlite_url)
+    calibration = TokenCalibration(database, flush_s=0.05)
+    try:
+        await calibration.get("claude")
+        calibration.observe("claude", 1.3)
+        calibration.observe("claude", 1.2)
+        assert (await calibration.get("claude")).ratio == pytest.approx(1.25)  # at once, here
+        for _ in range(100):
+            if (await calibration.stored("claude")).samples == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert await calibration.stored("claude") == Calibration(pytest.approx(1.25), 2)
+    finally:
+        await calibration.close()
+        await database.dispose()
