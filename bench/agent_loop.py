@@ -19,8 +19,9 @@ From the prompts the upstream actually received (tiktoken counts):
   the tool definitions the upstream got, as contextgate counts them), broken tool call/result
   pairs.
 
-``--record`` writes the figures into bench/README.md's "## Agent loop" section and the plot to
-bench/agent_loop_cost.png.
+``--record`` writes the figures into bench/README.md's "## Agent loop" section (its block
+``agent-loop-chat``) and the plot to bench/agent_loop_cost.png. ``--suite real``: issue 27's
+agents instead (bench/agent_suite.py).
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ import orjson
 
 import app  # noqa: F401  (offline defaults before litellm is imported)
 from app.context.tokens import TokenCounter
+from bench.agent_doors import anthropic_body, from_anthropic, from_responses, responses_body
 from bench.services import Contextgate
 from tests.fake_upstream import FakeUpstream
 
 BENCH = Path(__file__).resolve().parent
 PLOT = BENCH / "agent_loop_cost.png"
-SECTION = "## Agent loop"
 MODEL = "agent-model"
 COUNT_MODEL = "gpt-4o"
 READ, WRITE = 0.1, 1.25
@@ -205,107 +206,17 @@ def _broken_pairs(prompt: list[dict[str, Any]]) -> int:
     return broken + len(open_calls)
 
 
-def _anthropic_body(messages: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
-    """The loop's chat-form history as a Claude-Code-style /v1/messages request."""
-    turns: list[dict[str, Any]] = []
-    for message in messages[1:]:
-        if message["role"] == "tool":
-            block = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
-            block["content"] = message["content"]
-            if turns and turns[-1]["role"] == "user" and isinstance(turns[-1]["content"], list):
-                turns[-1]["content"].append(block)
-            else:
-                turns.append({"role": "user", "content": [block]})
-        elif message["role"] == "assistant":
-            blocks: list[dict[str, Any]] = []
-            if message.get("content"):
-                blocks.append({"type": "text", "text": message["content"]})
-            for call in message.get("tool_calls") or []:
-                arguments = orjson.loads(call["function"]["arguments"] or "{}")
-                blocks.append(
-                    {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
-                     "input": arguments}
-                )  # fmt: skip
-            turns.append({"role": "assistant", "content": blocks})
-        else:
-            turns.append({"role": "user", "content": message["content"]})
-    tools = [
-        {"name": t["function"]["name"], "description": t["function"].get("description", ""),
-         "input_schema": t["function"]["parameters"]}
-        for t in TOOLS
-    ]  # fmt: skip
-    return {
-        "model": MODEL,
-        "max_tokens": 1024,
-        "system": messages[0]["content"],
-        "messages": turns,
-        "tools": tools,
-        "context": context,
-    }
-
-
-def _responses_body(messages: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
-    """The loop's history as a /v1/responses request (stored: context managed), whole each time."""
-    items: list[dict[str, Any]] = []
-    for message in messages:
-        if message["role"] == "tool":
-            items.append(
-                {"type": "function_call_output", "call_id": message["tool_call_id"],
-                 "output": message["content"]}
-            )  # fmt: skip
-        elif message["role"] == "assistant":
-            if message.get("content"):
-                items.append({"role": "assistant", "content": message["content"]})
-            for call in message.get("tool_calls") or []:
-                items.append(
-                    {"type": "function_call", "call_id": call["id"],
-                     "name": call["function"]["name"], "arguments": call["function"]["arguments"]}
-                )  # fmt: skip
-        else:
-            items.append({"role": message["role"], "content": message["content"]})
-    tools = [{"type": "function", **t["function"]} for t in TOOLS]
-    return {"model": MODEL, "input": items, "tools": tools, "context": context}
-
-
-def _from_responses(answer: dict[str, Any]) -> dict[str, Any]:
-    text = "".join(
-        part.get("text", "")
-        for item in answer["output"] if item["type"] == "message"
-        for part in item["content"]
-    )  # fmt: skip
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    calls = [
-        {"id": item["call_id"], "type": "function",
-         "function": {"name": item["name"], "arguments": item["arguments"]}}
-        for item in answer["output"] if item["type"] == "function_call"
-    ]  # fmt: skip
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
-def _from_anthropic(answer: dict[str, Any]) -> dict[str, Any]:
-    text = "".join(b["text"] for b in answer["content"] if b["type"] == "text")
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    calls = [
-        {"id": b["id"], "type": "function",
-         "function": {"name": b["name"], "arguments": orjson.dumps(b["input"]).decode()}}
-        for b in answer["content"] if b["type"] == "tool_use"
-    ]  # fmt: skip
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
 def run_loop(
     client: httpx.Client,
     fake: FakeUpstream,
     mode: str,
     budget: int,
     steps: int,
-    policy: dict,
+    policy: dict[str, Any],
     door: str = "chat",
+    extra: dict[str, Any] | None = None,
 ) -> Run:
+    """``extra``: more fields of the chat request (``user`` turns on memory extraction)."""
     rng = random.Random(14)
     run = Run(mode, budget)
     context: dict[str, Any] = {"max_input_tokens": budget}
@@ -323,15 +234,19 @@ def run_loop(
 
     def call() -> dict[str, Any]:
         if door == "responses":
-            response = client.post("/responses", json=_responses_body(messages, context))
+            response = client.post(
+                "/responses", json=responses_body(messages, context, TOOLS, MODEL)
+            )
             response.raise_for_status()
-            return _from_responses(response.json())
+            return from_responses(response.json())
         if door == "messages":
-            response = client.post("/messages", json=_anthropic_body(messages, context))
+            response = client.post(
+                "/messages", json=anthropic_body(messages, context, TOOLS, MODEL)
+            )
             response.raise_for_status()
-            return _from_anthropic(response.json())
+            return from_anthropic(response.json())
         body = {"model": MODEL, "messages": messages, "tools": TOOLS, "context": context}
-        response = client.post("/chat/completions", json=body)
+        response = client.post("/chat/completions", json={**body, **(extra or {})})
         response.raise_for_status()
         message = response.json()["choices"][0]["message"]
         return {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
@@ -400,18 +315,6 @@ def table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
-def record(text: str) -> None:
-    readme = BENCH / "README.md"
-    content = readme.read_text()
-    start = content.find(SECTION)
-    if start < 0:
-        content = content.rstrip() + "\n\n" + text + "\n"
-    else:
-        end = content.find("\n## ", start + len(SECTION))
-        content = content[:start] + text + ("\n" + content[end:] if end >= 0 else "\n")
-    readme.write_text(content)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
@@ -426,8 +329,20 @@ def main() -> None:
         default="chat",
         help="the door the agent uses",
     )
+    parser.add_argument(
+        "--suite",
+        choices=("loop", "real"),
+        default="loop",
+        help="loop: the one-call-per-question loop above; real: issue 27's agents (agent_suite)",
+    )
+    parser.add_argument("--scales", default="1.0,1.2,1.35", help="real: upstream token scales")
+    parser.add_argument("--files", type=int, default=40, help="real: the coding shape's reads")
+    parser.add_argument("--shapes", default="coding,chat", help="real: which shapes")
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
+    if args.suite == "real":
+        real_suite(args)
+        return
     policies = [orjson.loads(p) for p in args.policy or ["{}"]]
     budgets = [int(b) for b in args.budgets.split(",")]
     modes = args.modes.split(",")
@@ -455,7 +370,26 @@ def main() -> None:
     if args.record and args.door == "chat":
         plot(runs, 64000 if 64000 in budgets else budgets[0])
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        record(f"{SECTION}\n\n{INTRO}\n\nRecorded {when}.\n\n{text}\n\n{READING}")
+        from bench.agent_report import record_block
+
+        heading = "### The one-tool-call-per-question loop"
+        record_block(
+            "agent-loop-chat", f"{heading}\n\n{INTRO}\n\nRecorded {when}.\n\n{text}\n\n{READING}"
+        )
+
+
+def real_suite(args: argparse.Namespace) -> None:
+    from bench.agent_report import plot_suite, record_block, suite_text
+    from bench.agent_suite import details, suite
+    from bench.agent_suite import table as suite_table
+
+    scales = [float(s) for s in args.scales.split(",")]
+    outcomes = suite(scales, args.files, args.steps, set(args.shapes.split(",")))
+    print(suite_table(outcomes))
+    print(details(outcomes))
+    if args.record:
+        plot_suite(outcomes, 1.2 if 1.2 in scales else scales[0])
+        record_block("agent-suite", suite_text(outcomes))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 
+from app.context.tokens import TokenCounter
 from tests.fake_upstream import FakeUpstream
 from tests.fake_upstream.responses import embed_text
 
@@ -72,7 +73,8 @@ def test_non_stream_echo(fake: FakeUpstream, client: openai.OpenAI) -> None:
     assert choice.finish_reason == "stop"
     assert choice.logprobs is None
     assert out.usage is not None
-    assert out.usage.prompt_tokens == (8 // 4 + 4) + (9 // 4 + 4)
+    # OpenAI's count: its tokenizer (the one contextgate counts with), 1.0x by default
+    assert out.usage.prompt_tokens == TokenCounter().count_messages(messages, "whatever-model")
     assert out.usage.completion_tokens == len("Echo: hello you") // 4 + 1
     assert out.usage.total_tokens == out.usage.prompt_tokens + out.usage.completion_tokens
     long = client.chat.completions.create(model="m", messages=_user("x" * 500))

@@ -8,6 +8,8 @@ it refuses (400 invalid_request_error) what a proxy could get wrong:
   HMAC of the text), a ``redacted_thinking`` block whose data it did not issue;
 - with ``thinking`` enabled, a tool loop whose last assistant message does not start with a
   thinking block (the thinking was dropped on the way back);
+- a ``tool_result`` whose ``tool_use_id`` has no ``tool_use`` in the immediately previous
+  assistant message, a ``tool_use`` without its ``tool_result`` in the next user message;
 - more than 4 ``cache_control`` breakpoints; ``max_tokens`` missing;
 - ``context_management`` without the beta that enables it in ``anthropic-beta``
   (``context-management-2025-06-27``, or ``compact-2026-01-12`` for ``compact_20260112``).
@@ -31,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from .responses import ECHO_LIMIT, TOKEN_SCALE, split_words
+from .responses import _COUNTER, ECHO_LIMIT, TOKEN_SCALE, split_words
 
 SECRET = b"fake-anthropic-signing-key"
 _CALL_TOOL = re.compile(r"CALL_TOOL:([A-Za-z0-9_.\-]+):([^\r\n]*)")
@@ -133,6 +135,45 @@ def _check_thinking(messages: list[dict[str, Any]], thinking_on: bool) -> None:
             )
 
 
+def _check_tool_pairs(messages: list[dict[str, Any]]) -> None:
+    """Anthropic's pairing rule: each ``tool_use`` answered in the very next (user) message,
+    each ``tool_result`` answering a ``tool_use`` of the very previous (assistant) message."""
+    for i, message in enumerate(messages):
+        blocks = _blocks(message.get("content"))
+        previous = messages[i - 1] if i > 0 else {}
+        if message.get("role") == "user":
+            issued = {
+                str(b.get("id"))
+                for b in _blocks(previous.get("content"))
+                if previous.get("role") == "assistant" and b.get("type") == "tool_use"
+            }
+            for j, block in enumerate(blocks):
+                if block.get("type") == "tool_result" and block.get("tool_use_id") not in issued:
+                    raise Invalid(
+                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {block.get('tool_use_id')}. Each `tool_result` "
+                        "block must have a corresponding `tool_use` block in the previous message."
+                    )
+        elif message.get("role") == "assistant" and i + 1 < len(messages):
+            following = messages[i + 1]
+            answered = {
+                str(b.get("tool_use_id"))
+                for b in _blocks(following.get("content"))
+                if following.get("role") == "user" and b.get("type") == "tool_result"
+            }
+            missing = [
+                str(b.get("id"))
+                for b in blocks
+                if b.get("type") == "tool_use" and str(b.get("id")) not in answered
+            ]
+            if missing:
+                raise Invalid(
+                    f"messages.{i + 1}: `tool_use` ids were found without `tool_result` blocks "
+                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+                    "corresponding `tool_result` block in the next message."
+                )
+
+
 def _check_ttls(parts: list[Any]) -> None:
     """Anthropic refuses an unknown ``ttl`` and a 1-hour breakpoint after a 5-minute one."""
     seen_5m = False
@@ -183,6 +224,7 @@ def check(body: dict[str, Any], betas: str = "") -> None:
             f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
         )
     _check_ttls(_prefix_until_last_breakpoint(body))
+    _check_tool_pairs(messages)
     _check_context_management(body, betas)
     thinking = body.get("thinking") or {}
     _check_thinking(messages, thinking.get("type") == "enabled")
@@ -262,6 +304,40 @@ def _tokens(value: Any) -> int:
     return len(orjson.dumps(value)) // 4 + 1
 
 
+def _part_text(part: Any) -> str:
+    """What the provider's tokenizer reads of one part of the prompt."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return ""
+    kind = part.get("type")
+    if kind == "text":
+        return str(part.get("text", ""))
+    if kind == "thinking":
+        return str(part.get("thinking", ""))
+    if kind == "tool_use":
+        return f"{part.get('name', '')} {orjson.dumps(part.get('input')).decode()}"
+    if kind == "tool_result":
+        inner = part.get("content")
+        return inner if isinstance(inner, str) else " ".join(map(_part_text, _blocks(inner)))
+    if kind in ("redacted_thinking", "image", "document"):
+        return "x" * 64
+    return orjson.dumps(part).decode()  # a tool definition
+
+
+def _prompt_tokens(parts: list[Any], messages: int, scale: float = TOKEN_SCALE) -> int:
+    """The provider's count of ``parts``: tiktoken's, as contextgate counts, so that the ratio
+    is ``TOKEN_SCALE`` (Claude's tokenizer runs 20-35% above tiktoken)."""
+    own = sum(_COUNTER.count_cached(_part_text(p), "gpt-4o") for p in parts) + 4 * messages
+    return round(own * scale)
+
+
+def prompt_tokens(body: dict[str, Any], scale: float | None = None) -> int:
+    """The whole prompt's tokens as this upstream bills them (``scale``: another process's
+    ``TOKEN_SCALE``, e.g. a test's ``FakeUpstream(token_scale=)``)."""
+    return _prompt_tokens(_parts(body), len(body.get("messages") or []), scale or TOKEN_SCALE)
+
+
 def _parts(body: dict[str, Any]) -> list[Any]:
     """The request's parts in prompt order: tools, system blocks, message blocks."""
     parts: list[Any] = [*(body.get("tools") or [])]
@@ -312,12 +388,9 @@ def usage(body: dict[str, Any], reply: Reply, seen_prefixes: set[str]) -> dict[s
     """Anthropic's usage. Each breakpoint's prefix is a cache entry; the longest entry found at
     a breakpoint (or up to 20 blocks before one) is read, the rest up to the last breakpoint
     is written, split by lifetime: up to the last ``ttl: "1h"`` breakpoint for an hour, the
-    rest for 5 minutes. (No minimum cacheable length, unlike Anthropic.)"""
-    total = (
-        _tokens(body.get("messages"))
-        + _tokens(body.get("system") or "")
-        + _tokens(body.get("tools") or [])
-    )
+    rest for 5 minutes. (No minimum cacheable length, unlike Anthropic.) Tokens are counted as
+    ``prompt_tokens`` counts them: contextgate's tokenizer times the token scale."""
+    total = prompt_tokens(body)
     parts = _parts(body)
     marks = [i for i, p in enumerate(parts) if _marked(p)]
     read = write = write_1h = 0
@@ -329,17 +402,13 @@ def usage(body: dict[str, Any], reply: Reply, seen_prefixes: set[str]) -> dict[s
             for j in range(max(0, b - LOOKBACK + 1), b + 1)
             if keys[j] in seen_prefixes
         ]
-        read = min(_tokens(parts[: max(hits) + 1]), total) if hits else 0
-        cached = min(_tokens(parts[: marks[-1] + 1]), total)
+        read = min(_prompt_tokens(parts[: max(hits) + 1], 0), total) if hits else 0
+        cached = min(_prompt_tokens(parts[: marks[-1] + 1], 0), total)
         write = max(cached - read, 0)
         last_1h = max((i for i in marks if _one_hour(parts[i])), default=-1)
         if write and last_1h >= 0:
-            write_1h = min(max(_tokens(parts[: last_1h + 1]) - read, 0), write)
+            write_1h = min(max(_prompt_tokens(parts[: last_1h + 1], 0) - read, 0), write)
         seen_prefixes.update(keys[b] for b in marks)
-    if TOKEN_SCALE != 1.0:  # another tokenizer: every count scaled alike
-        total, read, write, write_1h = (
-            round(n * TOKEN_SCALE) for n in (total, read, write, write_1h)
-        )
     return {
         "input_tokens": total - read - write,
         "output_tokens": _tokens(reply.blocks),

@@ -145,6 +145,68 @@ def test_a_one_hour_breakpoint_after_a_five_minute_one_is_refused(
         )
 
 
+def _loop(client: anthropic.Anthropic) -> tuple[Any, Any, str]:
+    """One tool call, ready to be answered: (the ask, the assistant message, its tool_use id)."""
+    ask: Any = {"role": "user", "content": 'CALL_TOOL:get_weather:{"city": "Oslo"}'}
+    first = client.messages.create(model="claude-x", max_tokens=64, messages=[ask], tools=[TOOL])
+    call = first.content[-1]
+    assert call.type == "tool_use"
+    return ask, {"role": "assistant", "content": [b.model_dump() for b in first.content]}, call.id
+
+
+def test_tool_result_without_its_tool_use_is_refused(client: anthropic.Anthropic) -> None:
+    ask, assistant, call_id = _loop(client)
+    answered: Any = {"type": "tool_result", "tool_use_id": call_id, "content": "rain"}
+    stray = {"type": "tool_result", "tool_use_id": "toolu_nowhere", "content": "rain"}
+    # Accepted: the result answers the call of the message right before it.
+    client.messages.create(
+        model="claude-x", max_tokens=64, tools=[TOOL],
+        messages=[ask, assistant, {"role": "user", "content": [answered]}],
+    )  # fmt: skip
+    refused: list[Any] = [
+        [ask, assistant, {"role": "user", "content": [answered, stray]}],  # an unknown id
+        [{"role": "user", "content": [answered]}],  # its tool_use is gone
+        [  # its tool_use is two messages back, not in the previous message
+            ask, assistant, {"role": "user", "content": [answered]},
+            {"role": "assistant", "content": "Done."}, {"role": "user", "content": [answered]},
+        ],
+    ]  # fmt: skip
+    for messages in refused:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            client.messages.create(model="claude-x", max_tokens=64, tools=[TOOL], messages=messages)
+        error = caught.value.body["error"]  # type: ignore[index]
+        assert error["type"] == "invalid_request_error"
+        assert "unexpected `tool_use_id` found in `tool_result` blocks" in error["message"]
+
+
+def test_tool_use_without_its_tool_result_is_refused(client: anthropic.Anthropic) -> None:
+    ask, assistant, call_id = _loop(client)
+    followings: list[Any] = ["Go on.", [{"type": "text", "text": "Go on."}]]
+    for following in followings:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            client.messages.create(
+                model="claude-x", max_tokens=64, tools=[TOOL],
+                messages=[ask, assistant, {"role": "user", "content": following}],  # type: ignore[list-item]
+            )  # fmt: skip
+        error = caught.value.body["error"]  # type: ignore[index]
+        assert error["type"] == "invalid_request_error"
+        assert (
+            f"`tool_use` ids were found without `tool_result` blocks immediately after: {call_id}"
+            in error["message"]
+        )
+
+
+def test_usage_counts_the_prompt_at_the_token_scale() -> None:
+    """The provider's count is tiktoken's times FAKE_UPSTREAM_TOKEN_SCALE (1.0 here)."""
+    from tests.fake_upstream import anthropic as fake_anthropic
+    from tests.fake_upstream.responses import _COUNTER
+
+    text = "def handler(request): return response " * 200
+    body: Any = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": text}]}
+    used = fake_anthropic.usage(body, fake_anthropic.Reply(), set())
+    assert used["input_tokens"] == _COUNTER.count_text(text, "gpt-4o") + 4
+
+
 def test_context_management_needs_its_beta(client: anthropic.Anthropic) -> None:
     """As Anthropic: ``context_management`` is refused unless its beta is on (contextgate does
     the editing itself and must never send it); OpenAI's chat API refuses it outright."""

@@ -22,7 +22,7 @@ import pytest
 
 from app.core.settings import Settings
 from tests.fake_upstream import FakeUpstream
-from tests.fake_upstream.anthropic import _tokens
+from tests.fake_upstream.anthropic import prompt_tokens
 from tests.support.models import ANTHROPIC_LITELLM_MODEL, fake_model_list
 
 MODEL = "claude-agent"
@@ -79,8 +79,7 @@ def _unmarked(value: Any) -> Any:
 
 def _provider_tokens(body: dict[str, Any]) -> int:
     """The fake's own count of a prompt (tests/fake_upstream/anthropic.py usage)."""
-    parts = _tokens(body["messages"]) + _tokens(body.get("system") or "")
-    return round((parts + _tokens(body.get("tools") or [])) * SCALE)
+    return prompt_tokens(body, SCALE)
 
 
 def _file(rng: random.Random) -> str:
