@@ -62,7 +62,8 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
     model = helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
     ratio = compaction_ratio(state, request.context.compaction_ratio, request.model)
     if prepared.prompt is not None:  # the prompt owner keeps this conversation's prompt
-        ratio *= settings.cache_high_water_ratio  # a share of the mark that starts a rebase
+        # A share of the mark that starts a rebase; 1.0: never ahead of it, only at rebases.
+        ratio = ratio * settings.cache_high_water_ratio if ratio < 1 else float("inf")
     provider_budget = prepared.utilization.calibration.provider_max_input_tokens or budget
     deferred = any(n.startswith(COMPACTION_DEFERRED) for n in prepared.utilization.notes)
     if (

@@ -18,7 +18,9 @@ from tests.memories.helpers import SUMMARY, app_state, chat, drain, upstream_cha
 
 # The previous history fit: compaction's raw tail is sent whole (the cache-aware fit cuts
 # deeper, down to its low-water mark; see tests/context/test_cache_*).
-SMALL = {"max_input_tokens": 600, "cache": {"enabled": False}}
+# compaction_ratio 1: no compaction in the background, so the request that no longer fits
+# compacts, and reports it.
+SMALL = {"max_input_tokens": 600, "cache": {"enabled": False}, "compaction_ratio": 1.0}
 NO_TRIGGER = {"compaction_ratio": 1.0, "summary_every_pairs": 0}  # no background summarizer calls
 
 

@@ -18,7 +18,9 @@ from tests.memories.helpers import SUMMARY, app_state, chat, drain, upstream_cha
 PLANTED = "I parked the car on level 3 of the airport garage, spot B14."
 ASK = "Where did I leave my vehicle?"
 # Small enough that the post-response trigger (prompt > 0.8 x budget) compacts within a few turns.
-SMALL = {"max_input_tokens": 600, "cache": {"enabled": False}}
+# compaction_ratio 1: no compaction in the background, so the request that no longer fits
+# compacts, and reports it.
+SMALL = {"max_input_tokens": 600, "cache": {"enabled": False}, "compaction_ratio": 1.0}
 TRIM = {"max_input_tokens": 700, "compaction_ratio": 1.0}
 SIBLING = "My sister Hortensia lives in Lisbon and teaches piano."
 
