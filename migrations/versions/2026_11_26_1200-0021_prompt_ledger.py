@@ -37,7 +37,7 @@ def upgrade() -> None:
         sa.Column("epoch", sa.Integer(), nullable=False),
         sa.Column("answer_sequence", sa.Integer(), nullable=False),
         sa.Column("answer_tokens", sa.Integer(), nullable=False),
-        sa.Column("own_system_hash", sa.String(32), nullable=False),
+        sa.Column("own_system_hash", sa.String(64), nullable=False),
         sa.Column("attachments_key", sa.String(32), nullable=False),
         sa.Column("tokens", sa.Integer(), nullable=False),
         sa.Column("system_tokens", sa.Integer(), nullable=False),

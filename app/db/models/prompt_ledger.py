@@ -29,7 +29,7 @@ class PromptLedgerRow(Base):
     answer_sequence: Mapped[int]
     answer_tokens: Mapped[int] = mapped_column(default=0)
     # What the client controls outside the stored conversation and may change between calls.
-    own_system_hash: Mapped[str] = mapped_column(String(32), default="")
+    own_system_hash: Mapped[str] = mapped_column(String(64), default="")  # a content hash
     attachments_key: Mapped[str] = mapped_column(String(32), default="")
     tokens: Mapped[int] = mapped_column(default=0)  # contextgate's count of the messages
     system_tokens: Mapped[int] = mapped_column(default=0)
