@@ -7,7 +7,6 @@ log, in one write transaction.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,12 +46,11 @@ from app.turns.loop_step import LoopStep, load_loop_step
 from app.turns.marks import place_marks
 from app.turns.observe import observe_chat
 from app.turns.owner import (
-    Continuation,
-    Ledger,
     PromptRecord,
     Watermarks,
     decide,
 )
+from app.turns.reading import attachments_key, continuation, leading_system, own_system_prompt
 from app.turns.repository import request_log_repository
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
 
@@ -141,7 +139,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     incoming = [
         m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages
     ]
-    own_system = await _own_system_prompt(state, context, incoming)
+    own_system = await own_system_prompt(state, context, incoming)
     hashes = [content_hash(m) for m in incoming]
     calibration = await state.calibration.get(model)
     provider_budget = input_budget(
@@ -193,12 +191,12 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             ledger = await load_ledger(session, context.caller.tenant_id, resolved.conversation_id)
         decision = decide(
             ledger,
-            _continuation(
+            continuation(
                 resolved,
                 ledger,
                 new,
                 own_hash,
-                _attachments_key(request),
+                attachments_key(request),
                 budget,
                 asked_to_rebase=request.context.rebase,
             ),  # fmt: skip
@@ -240,7 +238,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     record = PromptRecord(
         epoch=built.decision.epoch,
         own_system_hash=own_hash,
-        attachments_key=_attachments_key(request),
+        attachments_key=attachments_key(request),
         encoded_messages=orjson.dumps(built.messages),  # before cache marks: they move
         tokens=max(0, utilization.tokens_used - utilization.breakdown.tools - REPLY_PRIMER),
         system_tokens=utilization.breakdown.system,
@@ -256,7 +254,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         request_versions=dict(zip(hashes, incoming, strict=True)),
         new_hashes=set(hashes[resolved.new_start :]),
         tools=request.tools,
-        system_count=_leading_system(built.messages),
+        system_count=leading_system(built.messages),
         stable_end=built.stable_end,
         provider_hints=policy.enabled and policy.cache_hints and _anthropic(state, model),
     )
@@ -275,58 +273,6 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         upstream_headers=context.upstream_headers,
         prompt=record if policy.enabled else None,
     )
-
-
-def _continuation(
-    resolved: ResolvedConversation,
-    ledger: Ledger | None,
-    new: list[ConversationMessage],
-    own_hash: str,
-    attachments_key: str,
-    budget: TokenBudget,
-    *,
-    asked_to_rebase: bool,
-) -> Continuation:
-    conversation = resolved.conversation
-    newest = conversation.message_count - 1 if conversation is not None else -1
-    return Continuation(
-        newest_sequence=newest,
-        continues_at_end=resolved.at is None or resolved.at == newest + 1,
-        own_system_hash=own_hash,
-        attachments_key=attachments_key,
-        tail_tokens=(ledger.answer_tokens if ledger else 0) + sum(m.token_count for m in new),
-        fixed_tokens=REPLY_PRIMER + budget.tools,
-        asked_to_rebase=asked_to_rebase,
-    )
-
-
-def _attachments_key(request: ChatCompletionRequest) -> str:
-    if not request.attachments:
-        return ""
-    encoded = orjson.dumps([a.model_dump(mode="json") for a in request.attachments])
-    return hashlib.blake2b(encoded, digest_size=16).hexdigest()
-
-
-def _leading_system(messages: list[dict[str, Any]]) -> int:
-    count = 0
-    while count < len(messages) and messages[count].get("role") in ("system", "developer"):
-        count += 1
-    return count
-
-
-async def _own_system_prompt(
-    state: AppState, context: TurnContext, incoming: list[dict[str, Any]]
-) -> ConversationMessage | None:
-    """Take the request's own system prompt out of what is stored (``own_system_prompt``):
-    it is sent first, before the stored conversation, for this request only. A large one is
-    counted in the token pool, as the new messages are."""
-    if not context.own_system_prompt or not incoming or incoming[0]["role"] != "system":
-        return None
-    message = incoming.pop(0)
-    model = context.request.model
-    await state.tokens.precount_messages([message], model)
-    count = state.tokens.count_message(message, model)
-    return ConversationMessage(**message, token_count=count, stored=False)
 
 
 def _anthropic(state: AppState, model: str) -> bool:

@@ -1,0 +1,73 @@
+"""Stage 1 of a turn, the parts that read the request: what the prompt owner compares with its
+ledger (the request's own system prompt, its attachments) and what this call brings after the
+stored conversation (``continuation``)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from app.context.budget import TokenBudget
+from app.context.tokens import REPLY_PRIMER
+from app.conversations.messages import ConversationMessage
+from app.conversations.service import ResolvedConversation
+from app.core.state import AppState
+from app.protocol.chat import ChatCompletionRequest
+from app.turns.context import TurnContext
+from app.turns.owner import Continuation, Ledger
+
+__all__ = ["attachments_key", "continuation", "leading_system", "own_system_prompt"]
+
+
+def continuation(
+    resolved: ResolvedConversation,
+    ledger: Ledger | None,
+    new: list[ConversationMessage],
+    own_hash: str,
+    attachments_key: str,
+    budget: TokenBudget,
+    *,
+    asked_to_rebase: bool,
+) -> Continuation:
+    conversation = resolved.conversation
+    newest = conversation.message_count - 1 if conversation is not None else -1
+    return Continuation(
+        newest_sequence=newest,
+        continues_at_end=resolved.at is None or resolved.at == newest + 1,
+        own_system_hash=own_hash,
+        attachments_key=attachments_key,
+        tail_tokens=(ledger.answer_tokens if ledger else 0) + sum(m.token_count for m in new),
+        fixed_tokens=REPLY_PRIMER + budget.tools,
+        asked_to_rebase=asked_to_rebase,
+    )
+
+
+def attachments_key(request: ChatCompletionRequest) -> str:
+    if not request.attachments:
+        return ""
+    encoded = orjson.dumps([a.model_dump(mode="json") for a in request.attachments])
+    return hashlib.blake2b(encoded, digest_size=16).hexdigest()
+
+
+def leading_system(messages: list[dict[str, Any]]) -> int:
+    count = 0
+    while count < len(messages) and messages[count].get("role") in ("system", "developer"):
+        count += 1
+    return count
+
+
+async def own_system_prompt(
+    state: AppState, context: TurnContext, incoming: list[dict[str, Any]]
+) -> ConversationMessage | None:
+    """Take the request's own system prompt out of what is stored (``own_system_prompt``):
+    it is sent first, before the stored conversation, for this request only. A large one is
+    counted in the token pool, as the new messages are."""
+    if not context.own_system_prompt or not incoming or incoming[0]["role"] != "system":
+        return None
+    message = incoming.pop(0)
+    model = context.request.model
+    await state.tokens.precount_messages([message], model)
+    count = state.tokens.count_message(message, model)
+    return ConversationMessage(**message, token_count=count, stored=False)
