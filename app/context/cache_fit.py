@@ -37,6 +37,15 @@ class ClearedResult:
     tool_name: str
     tokens: int  # the raw result's tokens
 
+    def report(self) -> ClearedToolResultOut:
+        """As ``cache_stats.cleared_now`` lists it."""
+        return ClearedToolResultOut(
+            sequence_number=self.sequence_number,
+            tool_call_id=self.tool_call_id,
+            tool_name=self.tool_name,
+            tokens=self.tokens,
+        )
+
 
 @dataclass(slots=True)
 class CacheFit:
@@ -252,12 +261,4 @@ def annotate(
     stats.messages_dropped = fit.dropped
     stats.cleared_tool_results = fit.cleared_in_prompt
     stats.cleared_tokens = fit.cleared_tokens
-    stats.cleared_now = [
-        ClearedToolResultOut(
-            sequence_number=c.sequence_number,
-            tool_call_id=c.tool_call_id,
-            tool_name=c.tool_name,
-            tokens=c.tokens,
-        )
-        for c in fit.cleared_now
-    ]
+    stats.cleared_now = [c.report() for c in fit.cleared_now]

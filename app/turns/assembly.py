@@ -20,7 +20,6 @@ from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, a
 from app.context.budget import TokenBudget
 from app.context.cache_policy import CachePolicy, CacheState
 from app.context.engine import EngineResult, apply_context_engine
-from app.context.metadata import ClearedToolResult
 from app.context.tokens import REPLY_PRIMER
 from app.conversations.history import HistoryWindow, TurnShape, load_history_window
 from app.conversations.messages import ConversationMessage
@@ -199,15 +198,7 @@ def report_loop_clearing(assembly: Assembly, clearing: LoopClearing | None) -> N
     stats = assembly.assembled.utilization.cache_stats
     stats.cleared_tool_results += len(clearing.cleared)
     stats.cleared_tokens += clearing.saved_tokens
-    stats.cleared_now.extend(
-        ClearedToolResult(
-            sequence_number=c.sequence_number,
-            tool_call_id=c.tool_call_id,
-            tool_name=c.tool_name,
-            tokens=c.tokens,
-        )
-        for c in clearing.cleared
-    )
+    stats.cleared_now.extend(c.report() for c in clearing.cleared)
 
 
 def answer_index(assembled: AssembledContext, answer_sequence: int) -> int | None:

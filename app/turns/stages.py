@@ -97,17 +97,7 @@ async def append_step(
         state, context.request, context.caller.tenant_id, step, ledger,
         tools_tokens=budget.tools, marks=marks,
     )  # fmt: skip
-    kept = len(ledger.messages)
-    answer = step.tail[0]
-    kept_prefix(utilization, ledger, previous_kept=answer.prompt_hash == ledger.chain_hash)
-    utilization.cache_stats.prefix_tokens = REPLY_PRIMER + budget.tools + ledger.tokens
-    return Built(
-        messages,
-        utilization,
-        Decision(True, KEPT, ledger, ledger.epoch),
-        chain_hash(ledger.chain_hash, messages[kept:]),
-        stable_end=kept,
-    )
+    return _kept(messages, utilization, ledger, step.tail[0], budget)
 
 
 async def assemble_prompt(
@@ -199,14 +189,27 @@ def append_turn(
     ]
     utilization.artifacts_processed = complete_artifacts(messages, planned, sources)
     answer = next(a.message for a in assembled.anchors if a.rendered is tail[0])
+    return _kept(messages, utilization, ledger, answer, budget)
+
+
+def _kept(
+    messages: list[dict[str, Any]],
+    utilization: ContextUtilization,
+    ledger: Ledger,
+    answer: ConversationMessage,
+    budget: TokenBudget,
+) -> Built:
+    """The prompt of a kept ledger and what was appended to it (``answer``: the previous one,
+    whose stored hash says whether the ledger really is the prompt it answered)."""
+    kept = len(ledger.messages)
     kept_prefix(utilization, ledger, previous_kept=answer.prompt_hash == ledger.chain_hash)
     utilization.cache_stats.prefix_tokens = REPLY_PRIMER + budget.tools + ledger.tokens
     return Built(
         messages,
         utilization,
         Decision(True, KEPT, ledger, ledger.epoch),
-        chain_hash(ledger.chain_hash, tail),
-        stable_end=len(ledger.messages),
+        chain_hash(ledger.chain_hash, messages[kept:]),
+        stable_end=kept,
     )
 
 
