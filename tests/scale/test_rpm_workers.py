@@ -28,10 +28,24 @@ async def test_rpm_limit_holds_across_two_workers_through_redis(
     )
     workers = _workers(server)
     assert len(workers) == 2, workers
+    # The kernel hands a burst's connections to whichever worker accepts first; now and then one
+    # worker takes a whole burst. A burst served by both, with the limit exact, is the proof:
+    # up to three bursts, each with a fresh key (its own window).
+    for attempt in range(3):
+        statuses, busy, ticks = await _burst(server, workers, f"limited-{attempt}")
+        assert statuses == {200: LIMIT, 429: REQUESTS - LIMIT}
+        if busy == workers:
+            break
+    assert busy == workers, ticks
+
+
+async def _burst(
+    server: ContextgateServer, workers: list[int], name: str
+) -> tuple[Counter[int], list[int], dict[int, int]]:
     async with httpx.AsyncClient(base_url=server.url, trust_env=False) as admin:
         created = await admin.post(
             "/v1/keys",
-            json={"name": "limited", "rpm_limit": LIMIT},
+            json={"name": name, "rpm_limit": LIMIT},
             headers={"Authorization": f"Bearer {MASTER}"},
         )
     assert created.status_code == 201, created.text
@@ -55,5 +69,4 @@ async def test_rpm_limit_holds_across_two_workers_through_redis(
     statuses = Counter(await asyncio.gather(*(one(i) for i in range(REQUESTS))))
     busy = [pid for pid in workers if _cpu_ticks(pid) - before[pid] >= 3]
     print(f"rpm across 2 workers through Redis: {dict(statuses)} (limit {LIMIT}/min)")
-    assert statuses == {200: LIMIT, 429: REQUESTS - LIMIT}
-    assert busy == workers, {pid: _cpu_ticks(pid) - before[pid] for pid in workers}
+    return statuses, busy, {pid: _cpu_ticks(pid) - before[pid] for pid in workers}

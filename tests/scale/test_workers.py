@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,19 +31,29 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _is_worker(pid: int) -> bool:
+    return b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
 def _cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
 def _workers(server: ContextgateServer) -> list[int]:
+    """The worker processes, once every one of them has finished its start-up: /health answers
+    as soon as the first is up, and a burst sent before the second is would all go to one."""
     assert server.process is not None
-    workers = []
-    for pid in _children(server.process.pid):
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        if b"resource_tracker" not in command:  # multiprocessing's helper, not a worker
-            workers.append(pid)
-    return workers
+    assert server.log_path is not None
+    deadline = time.monotonic() + 120
+    expected = len([c for c in _children(server.process.pid) if _is_worker(c)])
+    while server.log_path.read_text(errors="replace").count("Application startup complete") < (
+        expected
+    ):
+        assert time.monotonic() < deadline, server.tail()
+        time.sleep(0.1)
+    # multiprocessing's resource tracker is a child too, not a worker
+    return [pid for pid in _children(server.process.pid) if _is_worker(pid)]
 
 
 async def test_two_workers_serve_requests(start_proxy: Callable[..., ContextgateServer]) -> None:
