@@ -186,7 +186,7 @@ async def measure(
     sizes: list[int],
     repeats: int,
 ) -> list[dict[str, Any]]:
-    from app.keys.auth import Caller
+    from app.keys.caller import Caller
     from app.protocol.chat import ChatCompletionRequest
     from app.turns.context import TurnContext
     from app.turns.pipeline import new_request_id, prepare

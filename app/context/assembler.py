@@ -8,14 +8,15 @@ from typing import Any
 
 from app.context.budget import TokenBudget
 from app.context.cache_fit import CacheFit, cache_fit
-from app.context.cache_policy import CachePolicy, CacheState
+from app.context.cache_policy import CachePolicy
 from app.context.fit import fit_history
 from app.context.metadata import ContextBreakdown, ContextUtilization
 from app.context.reasoning import render_messages
 from app.context.seal import Anchor
-from app.context.tokens import REPLY_PRIMER
+from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 from app.core.errors import ContextLengthExceeded
+from app.tokens.counter import REPLY_PRIMER
 
 __all__ = ["AssembledContext", "AssemblyInput", "CacheInput", "assemble"]
 

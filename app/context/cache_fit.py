@@ -19,10 +19,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.context.cache_policy import CachePolicy, CacheState
+from app.context.cache_policy import CachePolicy
 from app.context.fit import drop_incoherent
 from app.context.metadata import ClearedToolResult as ClearedToolResultOut
 from app.context.metadata import ContextUtilization
+from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 
 __all__ = ["CacheFit", "ClearedResult", "annotate", "cache_fit", "placeholder_text"]

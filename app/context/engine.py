@@ -12,7 +12,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from app.cache.summary import CachedSummary, summary_key
 from app.context.artifacts import (
     Artifact,
     ArtifactPlan,
@@ -40,18 +39,19 @@ from app.context.planner import (
     validate_plan,
 )
 from app.context.render import BLOCK_CLOSE, BLOCK_OPEN, context_block, render_piece
-from app.context.tokens import text_of
+from app.context.services import EngineServices
 from app.conversations.messages import ConversationMessage
 from app.core.delimiters import tag_block
 from app.core.errors import ContextGateError
-from app.core.state import AppState
 from app.llm.client import RetryPolicy
 from app.llm.reach import helper_models
 from app.protocol.chat import ChatCompletionRequest
 from app.protocol.goal import ContextGoal
+from app.summary_cache.summary import CachedSummary, summary_key
+from app.tokens.counter import text_of
 
 if TYPE_CHECKING:
-    from app.conversations.history import HistoryWindow
+    from app.context.history import HistoryWindow
 
 __all__ = ["EngineResult", "apply_context_engine", "model_config_for"]
 
@@ -135,7 +135,7 @@ def _decision_view(
     )
 
 
-def model_config_for(state: AppState, request: ChatCompletionRequest) -> ModelConfig:
+def model_config_for(state: EngineServices, request: ChatCompletionRequest) -> ModelConfig:
     settings = state.settings
     helpers = helper_models(state)
     return ModelConfig(
@@ -156,7 +156,9 @@ def _question(messages: list[ConversationMessage]) -> str:
 
 
 class _Engine:
-    def __init__(self, state: AppState, request: ChatCompletionRequest, tenant_id: str) -> None:
+    def __init__(
+        self, state: EngineServices, request: ChatCompletionRequest, tenant_id: str
+    ) -> None:
         self.state = state
         self.settings = state.settings
         self.request = request
@@ -313,7 +315,7 @@ class _Engine:
 
 
 async def apply_context_engine(
-    state: AppState,
+    state: EngineServices,
     request: ChatCompletionRequest,
     tenant_id: str,
     window: HistoryWindow,

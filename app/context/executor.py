@@ -15,11 +15,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from app.cache.summary import CachedSummary
 from app.context.artifacts import Artifact, ArtifactDecision, ArtifactPlan
 from app.context.artifacts import ProcessingStrategy as S
 from app.context.ranking import Embedder, chunk_text, rank_chunks
 from app.context.render import render_piece
+from app.summary_cache.summary import CachedSummary
 
 __all__ = ["ExecutionLimits", "ExecutionResult", "Outcome", "Summarize", "execute_plan"]
 

@@ -6,8 +6,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context.cache_policy import CacheState
-from app.context.tokens import text_of
+from app.conversations.cache_state import CacheState
 from app.conversations.counters import Counters
 from app.conversations.edges import TAIL, EdgeCache, Edges
 from app.conversations.fingerprint import (
@@ -26,6 +25,7 @@ from app.conversations.repository import conversation_repository as repository
 from app.conversations.resolved import HeadMoved, ResolvedConversation
 from app.core.errors import NotFound
 from app.db.models import Conversation, new_id
+from app.tokens.counter import text_of
 
 __all__ = [
     "ConversationService",

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from app.context.tokens import TokenCounter, text_of
+from app.tokens.counter import TokenCounter, text_of
 
 __all__ = ["DEMO_CREATED", "DEMO_MODELS", "answer", "embed", "usage"]
 

@@ -18,13 +18,13 @@ from collections.abc import Coroutine
 from typing import Any
 
 from app.conversations.service import ResolvedConversation
-from app.core.state import AppState
 from app.llm.reach import helper_models
 from app.llm.responses import Usage
 from app.memories.compaction import CompactionReport, Compactor
 from app.memories.extraction import extraction_due, run_extraction
 from app.memories.periodic import periodic_due, run_periodic_summary
 from app.memories.vector_backlog import schedule_message_vectors
+from app.state import AppState
 
 __all__ = ["COMPACTION_DEFERRED", "compaction_ratio", "schedule_memory_work"]
 

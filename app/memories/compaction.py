@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.state import AppState
 from app.db.models import ConversationSummaryRow
 from app.llm.responses import Usage
 from app.memories.bundle import SummaryView, summary_tokens
@@ -23,6 +22,7 @@ from app.memories.prompts import MERGE_SYSTEM, SUMMARIZE_SYSTEM, merge_user, sum
 from app.memories.repository import TurnSpan, memory_repository
 from app.memories.schemas import SummaryOutput
 from app.memories.windows import CompactionWindow, render_transcript, select_window
+from app.state import AppState
 
 __all__ = [
     "CompactionReport",

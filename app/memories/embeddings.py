@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.core.errors import ContextGateError
-from app.core.state import AppState
+from app.state import AppState
 
 __all__ = ["EmbeddingFailed", "embed"]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from app.core.state import AppState
 from app.memories.compaction import render_transcript
 from app.memories.embeddings import EmbeddingFailed, embed
 from app.memories.index_refresh import refresh_soon
@@ -14,6 +13,7 @@ from app.memories.repository import memory_repository
 from app.memories.retrieval import retrieve
 from app.memories.schemas import ExtractionOutput
 from app.memories.service import MemoryQuotaExceeded, NewMemory, memory_service
+from app.state import AppState
 
 __all__ = ["extract_memories", "extraction_due"]
 

@@ -22,10 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.assembler import AssembledContext
 from app.context.budget import TokenBudget
-from app.context.tokens import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
-from app.core.state import AppState
 from app.db.models import Conversation
 from app.llm.reach import helper_models
 from app.memories.background import COMPACTION_DEFERRED, schedule_memory_work
@@ -36,6 +34,8 @@ from app.memories.memory_block import MemorySelection, date_prefix_wanted, selec
 from app.memories.recall_turn import RecallResult, recall_for_turn
 from app.memories.repository import memory_repository
 from app.memories.retrieval import Retrieved
+from app.state import AppState
+from app.tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
 from app.turns.context import TurnContext
 
 __all__ = ["MemoryContext", "prepare_memory", "schedule_memory_work"]

@@ -28,12 +28,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.state import AppState
 from app.memories.embedder import Embedder, EmbeddingFailed
 from app.memories.lexical import LexicalIndex
 from app.memories.memory_index import MemoryRow, UserIndex
 from app.memories.repository import memory_repository
 from app.memories.vectors import save_memory_vectors, spawn
+from app.state import AppState
 
 __all__ = ["ensure_lexical", "refresh_soon", "user_index"]
 

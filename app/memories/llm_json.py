@@ -9,9 +9,9 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from app.core.errors import ContextGateError
-from app.core.state import AppState
 from app.llm.client import RetryPolicy
 from app.llm.responses import Usage
+from app.state import AppState
 
 __all__ = ["SummarizerFailed", "call_json"]
 

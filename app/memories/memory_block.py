@@ -16,12 +16,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.state import AppState
 from app.db.models import Memory
 from app.memories.repository import memory_repository
 from app.memories.retrieval import Retrieved, retrieve
 from app.memories.template import Line, render_block, render_line
 from app.protocol.chat import ContextOptions
+from app.state import AppState
 
 __all__ = ["MemorySelection", "date_prefix_wanted", "select_memories"]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 
-from app.core.state import AppState
 from app.db.models import ConversationSummaryRow
 from app.memories.bundle import SummaryView, summary_tokens
 from app.memories.llm_json import SummarizerFailed, call_json
@@ -20,6 +19,7 @@ from app.memories.repository import memory_repository
 from app.memories.rule_summary import rule_based_summary
 from app.memories.schemas import MEMORY_TYPES, SummaryOutput
 from app.memories.windows import render_transcript
+from app.state import AppState
 
 __all__ = ["PERIODIC_SYSTEM", "periodic_due", "run_periodic_summary", "summarize_pairs"]
 

@@ -31,9 +31,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context.tokens import text_of
 from app.core.delimiters import escape_delimiters
-from app.core.state import AppState
 from app.db.models import Message
 from app.db.repository import message_scope
 from app.memories.embedder import Embedder, decode_vector
@@ -53,6 +51,8 @@ from app.memories.vectors import (
     save_message_vectors,
     tool_names,
 )
+from app.state import AppState
+from app.tokens.counter import text_of
 
 __all__ = [
     "CROSS_SESSION_FETCH",

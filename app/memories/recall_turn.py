@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context.assembler import AssembledContext
-from app.context.tokens import MESSAGE_OVERHEAD, text_of
-from app.core.state import AppState
 from app.memories.embedder import EmbeddingFailed
 from app.memories.recall import Recalled, ToolScope, render_recalled, search
+from app.state import AppState
+from app.tokens.counter import MESSAGE_OVERHEAD, text_of
 
 __all__ = ["RecallResult", "recall_for_turn"]
 

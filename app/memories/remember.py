@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
-from app.core.state import AppState
 from app.llm.client import Completion, StreamHandle
 from app.llm.pricing import add_usage
 from app.llm.responses import Usage
 from app.memories.index_refresh import refresh_soon
 from app.memories.schemas import MemoryType
 from app.memories.service import NewMemory, memory_service
+from app.state import AppState
 
 if TYPE_CHECKING:
     from app.turns.pipeline import Prepared

@@ -28,11 +28,11 @@ from datetime import UTC, datetime
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.state import AppState
 from app.memories.embedder import EmbeddingFailed
 from app.memories.index_refresh import ensure_lexical, user_index
 from app.memories.lexical import LEXICAL_COVERAGE, LEXICAL_STRONG, LexicalIndex
 from app.memories.memory_index import Candidate, UserIndex, epoch
+from app.state import AppState
 
 __all__ = [
     "LEXICAL_COVERAGE",

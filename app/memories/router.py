@@ -6,13 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.core.deps import CallerDep, StateDep
 from app.db.models import Memory
+from app.keys.auth import CallerDep
 from app.memories.embeddings import EmbeddingFailed, embed
 from app.memories.facts import upsert_fact
 from app.memories.index_refresh import refresh_soon
 from app.memories.schemas import MemoryCreate, MemoryDeleted, MemoryList, MemoryOut, UserForgotten
 from app.memories.service import NewMemory, memory_service
+from app.state import StateDep
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 UserQuery = Annotated[str, Query(min_length=1, max_length=200)]

@@ -14,12 +14,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.deps import CallerDep, StateDep
 from app.core.errors import BadRequest, NotFound
+from app.keys.auth import CallerDep
 from app.llm.reach import helper_models
 from app.memories.extraction import extract_memories
 from app.memories.llm_json import SummarizerFailed
 from app.memories.repository import memory_repository
+from app.state import StateDep
 
 __all__ = ["SAVE_MAX_TURNS", "ConversationSave", "ConversationSaved", "router"]
 

@@ -18,7 +18,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.state import AppState
 from app.db.models import Conversation
 from app.db.repository import conversation_scope
 from app.memories.embedder import Embedder, EmbeddingFailed
@@ -30,6 +29,7 @@ from app.memories.vectors import (
     save_message_vectors,
     spawn,
 )
+from app.state import AppState
 
 __all__ = ["BACKLOG_BATCH", "BACKLOG_DUTY", "VectorBacklog", "schedule_message_vectors"]
 

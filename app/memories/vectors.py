@@ -30,11 +30,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context.tokens import text_of
-from app.core.state import AppState
 from app.db.models import Memory, Message, MessageVector
 from app.db.repository import memory_scope, message_scope
 from app.memories.embedder import Embedder, encode_vector
+from app.state import AppState
+from app.tokens.counter import text_of
 
 __all__ = [
     "EMBED_MAX_CHARS",

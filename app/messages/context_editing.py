@@ -31,7 +31,7 @@ from app.context.budget import BudgetPolicy, input_budget
 from app.protocol.chat import CacheOptions, ChatCompletionRequest, ContextOptions
 
 if TYPE_CHECKING:
-    from app.core.state import AppState
+    from app.state import AppState
     from app.turns.pipeline import Prepared
 
 __all__ = [

@@ -19,13 +19,13 @@ from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import conversation_service
 from app.core.errors import BadRequest
-from app.core.state import AppState
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.llm.reach import helper_models
 from app.memories.compaction import CompactionReport, Compactor
 from app.memories.repository import memory_repository
 from app.protocol.chat import ChatCompletionRequest, ContextOptions
 from app.responses.compaction_seal import SealedCompaction
+from app.state import AppState
 from app.turns.repository import request_log_repository
 
 __all__ = ["Compacted", "compact_conversation", "compact_turn", "log_compaction"]

@@ -11,11 +11,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.conversations.fingerprint import content_hash
 from app.conversations.repository import conversation_repository
 from app.core.errors import BadRequest
-from app.core.state import AppState
 from app.memories.repository import memory_repository
 from app.responses.compaction_items import CompactionItem
 from app.responses.compaction_seal import SealedCompaction, open_seal
 from app.responses.schemas import ResponsesRequest
+from app.state import AppState
 
 __all__ = ["Expansion", "expand_compaction"]
 

@@ -13,9 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.conversations.messages import ConversationMessage
 from app.core.errors import BadRequest
 from app.core.settings import Settings
-from app.core.state import AppState
 from app.db.models import utcnow
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.llm.native_responses import NativeRequest, native_chain
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
@@ -37,6 +36,7 @@ from app.responses.translate import (
     output_items,
     response_usage,
 )
+from app.state import AppState
 from app.turns.pipeline import Prepared
 from app.turns.service import TurnResult
 

@@ -18,15 +18,16 @@ from app.attachments.service import attachment_service
 from app.context.artifacts import Artifact
 from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, assemble
 from app.context.budget import TokenBudget
-from app.context.cache_policy import CachePolicy, CacheState
+from app.context.cache_policy import CachePolicy
 from app.context.engine import EngineResult, apply_context_engine
-from app.context.tokens import REPLY_PRIMER
-from app.conversations.history import HistoryWindow, TurnShape, load_history_window
+from app.context.history import HistoryWindow, TurnShape, load_history_window
+from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
-from app.core.state import AppState
 from app.memories.frozen import freeze_user_prefix, frozen_blocks, frozen_prefix_tokens
 from app.memories.hooks import MemoryContext, prepare_memory
+from app.state import AppState
+from app.tokens.counter import REPLY_PRIMER
 from app.turns.context import TurnContext
 from app.turns.loop_clearing import LoopClearing, clear_loop_results
 from app.turns.owner import Watermarks

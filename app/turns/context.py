@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 
 from app.db.models import new_id
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.protocol.chat import ChatCompletionRequest
 
 if TYPE_CHECKING:

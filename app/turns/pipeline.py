@@ -16,30 +16,31 @@ import orjson
 
 from app.context.budget import BudgetPolicy, TokenBudget, count_tools, input_budget
 from app.context.cache_hints import is_anthropic_model, provider_cache_usage
-from app.context.cache_policy import CacheState, cache_policy
+from app.context.cache_policy import cache_policy
+from app.context.history import measure_turn
 from app.context.metadata import (
     ContextUtilization,
     CostInfo,
     TokenCalibrationStats,
 )
 from app.context.seal import LOOP_CUT_NOTE
-from app.context.tokens import REPLY_PRIMER
+from app.conversations.cache_state import CacheState
 from app.conversations.fingerprint import content_hash
-from app.conversations.history import measure_turn
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
-from app.core.state import AppState
 from app.db.models import new_id
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
 from app.memories.hooks import schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
+from app.state import AppState
+from app.tokens.calibration import sample_ratio
+from app.tokens.counter import REPLY_PRIMER
 from app.turns.assembly import (
     Loaded,
     load_assembly,
 )
-from app.turns.calibration import sample_ratio
 from app.turns.context import RecordHook, TurnContext
 from app.turns.ledger_repository import load_ledger, save_ledger
 from app.turns.loop_step import LoopStep, load_loop_step

@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from app.core.errors import ContextGateError
-from app.core.state import AppState
 from app.llm.client import StreamHandle
 from app.llm.errors import map_upstream_error
 from app.llm.responses import usage_of
+from app.state import AppState
 from app.turns.accumulate import StreamAccumulator
 from app.turns.context import TurnContext
 from app.turns.native import open_upstream_stream

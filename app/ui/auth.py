@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi import Request
 
-from app.core.state import AppState
 from app.core.timestamps import as_utc
 from app.db.models import UiSession
+from app.state import AppState
 from app.ui.repository import ui_session_repository as repository
 
 __all__ = ["COOKIE", "close_session", "is_authorized", "key_matches", "open_session"]

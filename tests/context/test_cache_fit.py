@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from app.context.cache_fit import CacheFit, cache_fit
-from app.context.cache_policy import CachePolicy, CacheState
+from app.context.cache_policy import CachePolicy
+from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 
 SYSTEM = 100  # tokens of the system prompt + reply primer: the fixed part besides the turn

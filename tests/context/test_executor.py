@@ -7,10 +7,10 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.cache.summary import CachedSummary
 from app.context.artifacts import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from app.context.executor import ExecutionLimits, execute_plan
 from app.context.render import render_piece
+from app.summary_cache.summary import CachedSummary
 from tests.context.helpers import artifact, count, truncate
 
 WORDS = ["alpha", "beta", "gamma", "delta", "revenue", "river", "storm", "castle", "quartz"]

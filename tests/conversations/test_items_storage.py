@@ -10,19 +10,19 @@ from typing import Any
 import pytest
 
 from app.context.budget import TokenBudget
-from app.context.tokens import TokenCounter
-from app.conversations.history import load_history_window, measure_turn
-from app.conversations.items_service import items_service
+from app.context.history import load_history_window, measure_turn
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import conversation_service
 from app.core.database import Database, create_database
 from app.core.errors import BadRequest, NotFound
+from app.responses.conversations.items_service import items_service
 from app.responses.references import (
     record_output_items,
     resolve_references,
     resolve_request,
 )
 from app.responses.schemas import ItemReference, MessageItem, ResponsesRequest
+from app.tokens.counter import TokenCounter
 from tests.integration.test_repositories import OTHER, TENANT
 
 MODEL = "gpt-4o-mini"

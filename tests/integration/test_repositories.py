@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 from app.context.budget import TokenBudget
-from app.context.tokens import TokenCounter
+from app.context.history import load_history_window, measure_turn
 from app.conversations.fingerprint import chain_hashes, content_hash
-from app.conversations.history import load_history_window, measure_turn
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository as repository
 from app.conversations.service import ResolvedConversation, conversation_service
 from app.core.database import Database, create_database
 from app.core.errors import NotFound
 from app.db.models import Conversation, new_id
+from app.tokens.counter import TokenCounter
 
 TENANT = "tenant-a"
 OTHER = "tenant-b"

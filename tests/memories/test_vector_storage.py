@@ -20,13 +20,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
 from app.cli import alembic_config
 from app.core.settings import Settings
-from app.core.state import AppState
 from app.db.models import Memory, utcnow
 from app.memories.embedded import WORDLLAMA_NAME
 from app.memories.embedder import decode_vector, encode_vector
 from app.memories.memory_index import UserIndex
 from app.memories.repository import memory_repository
 from app.memories.retrieval import retrieve
+from app.state import AppState
 from tests.memories.helpers import app_state, drain
 
 TEA = "Uma drinks green tea every morning"

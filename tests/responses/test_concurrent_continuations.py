@@ -16,7 +16,7 @@ import pytest
 from app.conversations.service import conversation_service
 from app.core.database import create_database
 from app.core.settings import Settings
-from app.keys.auth import DEFAULT_TENANT
+from app.keys.caller import DEFAULT_TENANT
 from app.responses.service import response_service
 from tests.e2e.helpers import sse_events
 from tests.fake_upstream import FakeUpstream

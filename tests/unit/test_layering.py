@@ -10,7 +10,7 @@ import pytest
 
 APP = Path(__file__).resolve().parents[2] / "app"
 DOORS = ("app.chat", "app.responses", "app.messages")
-ENGINES = ("app.context", "app.llm", "app.cache")
+ENGINES = ("app.context", "app.llm", "app.summary_cache")
 
 
 def imports_of(package: str) -> dict[str, set[str]]:

@@ -1,6 +1,6 @@
 """The caller's conversations: list them (contextgate's), and OpenAI's Conversations API on
 them: create (with items and metadata), retrieve (with every stored message and summary),
-update the metadata, delete. Items: app/conversations/items_router.py."""
+update the metadata, delete. Items: app/responses/conversations/items_router.py."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.conversations.items_service import items_service
 from app.conversations.repository import conversation_repository
-from app.conversations.schemas import (
+from app.conversations.service import conversation_service
+from app.core.errors import BadRequest
+from app.keys.auth import CallerDep
+from app.memories.repository import memory_repository
+from app.memories.schemas import SummaryOut
+from app.responses.conversations.items_service import items_service
+from app.responses.conversations.schemas import (
     ConversationCreate,
     ConversationDeleted,
     ConversationDetail,
@@ -19,11 +24,7 @@ from app.conversations.schemas import (
     ConversationUpdate,
     StoredMessage,
 )
-from app.conversations.service import conversation_service
-from app.core.deps import CallerDep, StateDep
-from app.core.errors import BadRequest
-from app.memories.repository import memory_repository
-from app.memories.schemas import SummaryOut
+from app.state import StateDep
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 

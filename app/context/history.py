@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.budget import TokenBudget
-from app.context.cache_policy import CacheState
 from app.context.fit import history_cut
+from app.conversations.cache_state import CacheState
 from app.conversations.messages import (
     ConversationMessage,
     attach_reasoning_steps,

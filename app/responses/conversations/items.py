@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.context.tokens import text_of
 from app.db.models import Message
 from app.responses.translate import function_call_item, message_item, reasoning_item
+from app.tokens.counter import text_of
 
 __all__ = ["DELETED", "Item", "StoredItem", "derived_id", "message_items", "parse_derived_id"]
 

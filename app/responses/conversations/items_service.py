@@ -1,7 +1,7 @@
 """The Conversations API on contextgate's conversations: create one with items and metadata,
 update its metadata, list / add / retrieve / delete its items.
 
-Items are the stored messages in Responses item shapes (app/conversations/items.py). Added
+Items are the stored messages in Responses item shapes (app/responses/conversations/items.py). Added
 items are stored as messages, as a turn's would be, so the conversation's history (and every
 later turn on it) holds them. Deleting an item does not erase it (principle 2: nothing is
 silently dropped): its stored message is marked ``deleted``, which takes it out of the item
@@ -16,9 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context.tokens import TokenCounter
 from app.conversations.fingerprint import content_hash
-from app.conversations.items import DELETED, StoredItem, message_items
 from app.conversations.items_repository import items_repository
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository
@@ -26,9 +24,11 @@ from app.conversations.service import conversation_service
 from app.core.errors import BadRequest, NotFound
 from app.db.models import Conversation, new_id, utcnow
 from app.protocol.chat import ChatCompletionRequest
+from app.responses.conversations.items import DELETED, StoredItem, message_items
 from app.responses.references import resolve_references
 from app.responses.schemas import ResponsesRequest
 from app.responses.translate import chat_messages
+from app.tokens.counter import TokenCounter
 
 __all__ = ["ItemsService", "items_service"]
 

@@ -1,5 +1,6 @@
 """OpenAI's Conversations API items on the caller's conversations: list, create, retrieve,
-delete (``/v1/conversations/{id}/items``). Shapes: Responses items (app/conversations/items.py)."""
+delete (``/v1/conversations/{id}/items``). Shapes: Responses items
+(app/responses/conversations/items.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
-from app.conversations.items import StoredItem
-from app.conversations.items_service import items_service
-from app.conversations.schemas import ConversationSummary, ItemsCreate
 from app.conversations.service import conversation_service
-from app.core.deps import CallerDep, StateDep
 from app.core.errors import BadRequest
+from app.keys.auth import CallerDep
+from app.responses.conversations.items import StoredItem
+from app.responses.conversations.items_service import items_service
+from app.responses.conversations.schemas import ConversationSummary, ItemsCreate
+from app.state import StateDep
 
 router = APIRouter(prefix="/v1/conversations/{conversation_id}/items", tags=["conversations"])
 
