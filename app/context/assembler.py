@@ -12,13 +12,13 @@ from app.context.cache_policy import CachePolicy
 from app.context.fit import fit_history
 from app.context.metadata import ContextBreakdown, ContextUtilization
 from app.context.reasoning import render_messages
-from app.context.seal import Anchor
+from app.context.seal import LOOP_CUT_NOTE, Anchor, SealResult, seal_prompt
 from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 from app.core.errors import ContextLengthExceeded
 from app.tokens.counter import REPLY_PRIMER
 
-__all__ = ["AssembledContext", "AssemblyInput", "CacheInput", "assemble"]
+__all__ = ["AssembledContext", "AssemblyInput", "CacheInput", "assemble", "seal_assembled"]
 
 
 @dataclass(slots=True)
@@ -132,4 +132,21 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
         cache=cached,
         prefix_count=len(spec.system) + len(kept),
         anchors=anchors,
+    )
+
+
+def seal_assembled(assembled: AssembledContext, *, newest_sequence: int) -> SealResult:
+    """Seal an assembled prompt; ``newest_sequence``: the conversation's newest stored message
+    (the previous answer, when this prompt resends it)."""
+    previous = next(
+        (a.message for a in assembled.anchors if a.message.sequence_number == newest_sequence),
+        None,
+    )
+    utilization = assembled.utilization
+    return seal_prompt(
+        assembled.messages,
+        assembled.anchors,
+        utilization,
+        previous=previous,
+        loop_cut=LOOP_CUT_NOTE in utilization.notes,
     )

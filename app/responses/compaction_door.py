@@ -17,11 +17,11 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.jsonresponse import json_response
-from app.core.limits import check_chat_limits
 from app.db.models import new_id
 from app.keys.auth import CallerDep
 from app.keys.caller import Caller
 from app.protocol.chat import AttachmentRef, ContextOptions
+from app.protocol.limits import check_chat_limits
 from app.responses.compaction import (
     Compacted,
     compact_conversation,

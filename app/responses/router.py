@@ -10,11 +10,11 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from app.context.headers import context_headers
 from app.conversations.service import HeadMoved
 from app.core.jsonresponse import json_response
-from app.core.limits import check_chat_limits
 from app.keys.auth import CallerDep
-from app.protocol.headers import context_headers
+from app.protocol.limits import check_chat_limits
 from app.responses.compaction_door import answer_trigger
 from app.responses.compaction_items import trigger_index
 from app.responses.create import NewResponse, build_turn

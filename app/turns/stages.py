@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.context.assembler import AssembledContext
+from app.context.assembler import AssembledContext, seal_assembled
 from app.context.budget import TokenBudget
 from app.context.cache_fit import annotate as annotate_cache
 from app.context.cache_policy import CachePolicy
 from app.context.history import TurnShape
 from app.context.metadata import ArtifactOutcome, ContextUtilization
-from app.context.seal import chain_hash, seal_assembled
+from app.context.seal import chain_hash
 from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation

@@ -18,7 +18,7 @@ from alembic import command
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
-from app.cli import alembic_config
+from app.commands.migrations import alembic_config
 from app.core.settings import Settings
 from app.db.models import Memory, utcnow
 from app.memories.embedded import WORDLLAMA_NAME
