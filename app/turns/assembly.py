@@ -20,7 +20,7 @@ from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, a
 from app.context.budget import TokenBudget
 from app.context.cache_policy import CachePolicy
 from app.context.engine import EngineResult, apply_context_engine
-from app.context.history import HistoryWindow, TurnShape, load_history_window
+from app.context.history import HistoryWindow, TurnShape, WindowSpec, load_history_window
 from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
@@ -95,10 +95,7 @@ async def load_assembly(
     stored = stored_cache_state(resolved) if policy.enabled else None
     memory = await prepare_memory(state, context, session, resolved, new, budget, rewrite=rewrite)
     budget.memory = memory.reserved_tokens
-    window = await load_history_window(
-        session,
-        resolved,
-        new,
+    spec = WindowSpec(
         shape=shape,
         budget=budget,
         chunk_tokens=state.settings.history_trim_chunk_tokens,
@@ -107,6 +104,7 @@ async def load_assembly(
         artifact_turns=0 if stored else state.settings.historical_turns,
         cache_state=stored,
     )
+    window = await load_history_window(session, resolved, new, spec)
     if own_system is not None:
         window.system.insert(0, own_system)
     memory.frozen_tokens = frozen_prefix_tokens(state, window.current, model)
