@@ -16,8 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.attachments.service import attachment_service
 from app.context.artifacts import Artifact
-from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, assemble
+from app.context.assembler import AssembledContext, AssemblyInput, assemble
 from app.context.budget import TokenBudget
+from app.context.cache_fit import CacheInput
 from app.context.cache_policy import CachePolicy
 from app.context.engine import EngineResult, apply_context_engine
 from app.context.history import HistoryWindow, TurnShape, WindowSpec, load_history_window
