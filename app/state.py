@@ -81,7 +81,7 @@ StateDep = Annotated[AppState, Depends(get_state)]
 
 
 if TYPE_CHECKING:
-    from app.context.services import EngineServices
+    from app.context.inputs import EngineServices
     from app.core.deps import Storage
     from app.keys.auth import Gate
     from app.llm.reach import HelperSource

@@ -250,6 +250,7 @@ async def engine_time(
     from app.context.budget import TokenBudget
     from app.context.engine import apply_context_engine
     from app.context.history import HistoryWindow
+    from app.context.inputs import EngineWindow
     from app.conversations.messages import ConversationMessage
     from app.protocol.chat import ChatCompletionRequest
 
@@ -273,7 +274,8 @@ async def engine_time(
         started = time.perf_counter()
         artifacts = await attachment_service.artifacts(None, "bench", request.attachments)
         budget = TokenBudget(BUDGET, current=count)
-        result = await apply_context_engine(state, request, "bench", window, budget, artifacts)
+        turn = EngineWindow(window, budget, artifacts)
+        result = await apply_context_engine(state, request, "bench", turn)
         times.append((time.perf_counter() - started) * 1000)
         costs.append(result.planner_cost)
     return {"ms": statistics.median(times), "planner_cost": statistics.mean(costs)}

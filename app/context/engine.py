@@ -23,7 +23,8 @@ from app.context.artifacts import (
 from app.context.budget import TokenBudget
 from app.context.decision import PlanningThresholds, should_use_llm_planning
 from app.context.deterministic import deterministic_plan
-from app.context.executor import ExecutionLimits, ExecutionResult, execute_plan
+from app.context.executor import ExecutionLimits, ExecutionResult, Processors, execute_plan
+from app.context.inputs import EngineServices, EngineWindow
 from app.context.metadata import (
     ArtifactOutcome,
     ContextPlanningUsage,
@@ -39,7 +40,6 @@ from app.context.planner import (
     validate_plan,
 )
 from app.context.render import BLOCK_CLOSE, BLOCK_OPEN, context_block, render_piece
-from app.context.services import EngineServices
 from app.conversations.messages import ConversationMessage
 from app.core.delimiters import tag_block
 from app.core.errors import ContextGateError
@@ -51,7 +51,7 @@ from app.summary_cache.summary import CachedSummary, summary_key
 from app.tokens.counter import text_of
 
 if TYPE_CHECKING:
-    from app.context.history import HistoryWindow
+    pass
 
 __all__ = ["EngineResult", "apply_context_engine", "model_config_for"]
 
@@ -315,21 +315,12 @@ class _Engine:
 
 
 async def apply_context_engine(
-    state: EngineServices,
-    request: ChatCompletionRequest,
-    tenant_id: str,
-    window: HistoryWindow,
-    budget: TokenBudget,
-    attachments: list[Artifact],
-    *,
-    historical_turns: int | None = None,
+    state: EngineServices, request: ChatCompletionRequest, tenant_id: str, turn: EngineWindow
 ) -> EngineResult:
-    """Process the request's artifacts within the budget and rewrite ``window`` in place
-    (``budget.current`` follows the rewritten turn).
-
-    ``historical_turns``: how many past turns' tool results may be reprocessed (default: the
-    setting; 0 under the cache-aware fit, which keeps history byte-stable instead).
-    """
+    """Process the request's artifacts within the budget and rewrite ``turn.window`` in place
+    (see ``EngineWindow``)."""
+    window, budget, attachments = turn.window, turn.budget, turn.attachments
+    historical_turns = turn.historical_turns
     turns_back = state.settings.historical_turns if historical_turns is None else historical_turns
     context = Context(
         tool_results=current_tool_artifacts(window.current),
@@ -359,11 +350,13 @@ async def apply_context_engine(
         plan,
         room=room,
         question=engine.ranking_query(question),
-        count=engine.count,
-        truncate=engine.truncate,
-        summarize=engine.summarize,
-        embedder=engine.embed if engine.models.embedding else None,
-        limits=engine.limits(),
+        tools=Processors(
+            count=engine.count,
+            truncate=engine.truncate,
+            summarize=engine.summarize,
+            embedder=engine.embed if engine.models.embedding else None,
+            limits=engine.limits(),
+        ),
     )
     execution.summarizer_cost += engine.embedding_cost
     result.execution = execution

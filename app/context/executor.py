@@ -49,6 +49,18 @@ class ExecutionLimits:
     chunk_chars: int = 1200
 
 
+@dataclass(frozen=True, slots=True)
+class Processors:
+    """How the executor measures, cuts, summarizes and ranks text (the engine's model calls;
+    without ``summarize``/``embedder``: no summaries, lexical ranking)."""
+
+    count: Count
+    truncate: Truncate
+    summarize: Summarize | None = None
+    embedder: Embedder | None = None
+    limits: ExecutionLimits = field(default_factory=ExecutionLimits)
+
+
 @dataclass(slots=True)
 class Outcome:
     artifact: Artifact
@@ -74,21 +86,13 @@ class ExecutionResult:
 
 
 class _Executor:
-    def __init__(
-        self,
-        question: str,
-        count: Count,
-        truncate: Truncate,
-        summarize: Summarize | None,
-        embedder: Embedder | None,
-        limits: ExecutionLimits,
-    ) -> None:
+    def __init__(self, question: str, tools: Processors) -> None:
         self.question = question
-        self.count = count
-        self.truncate = truncate
-        self.summarize = summarize
-        self.embedder = embedder
-        self.limits = limits
+        self.count = tools.count
+        self.truncate = tools.truncate
+        self.summarize = tools.summarize
+        self.embedder = tools.embedder
+        self.limits = tools.limits
         self.result = ExecutionResult(outcomes=[])
 
     def cost(self, artifact: Artifact, text: str, strategy: S) -> int:
@@ -261,17 +265,11 @@ async def execute_plan(
     *,
     room: int,
     question: str,
-    count: Count,
-    truncate: Truncate,
-    summarize: Summarize | None = None,
-    embedder: Embedder | None = None,
-    limits: ExecutionLimits | None = None,
+    tools: Processors,
 ) -> ExecutionResult:
     """Process every artifact exactly once; the outcomes' tokens sum to at most ``room``
     (unless even the cheapest forms, i.e. the tool results' markers, exceed it)."""
-    executor = _Executor(
-        question, count, truncate, summarize, embedder, limits or ExecutionLimits()
-    )
+    executor = _Executor(question, tools)
     outcomes = executor.allocate(artifacts, plan, room)
     await executor.run(outcomes)
     return executor.result

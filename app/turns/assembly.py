@@ -22,6 +22,7 @@ from app.context.cache_fit import CacheInput
 from app.context.cache_policy import CachePolicy
 from app.context.engine import EngineResult, apply_context_engine
 from app.context.history import HistoryWindow, TurnShape, WindowSpec, load_history_window
+from app.context.inputs import EngineWindow
 from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
@@ -140,10 +141,8 @@ async def build_assembly(
     request = context.request
     model = request.model
     window, memory, stored = loaded.window, loaded.memory, loaded.stored
-    engine = await apply_context_engine(
-        state, request, context.caller.tenant_id, window, budget, loaded.attachments,
-        historical_turns=0 if stored else None,
-    )  # fmt: skip
+    turn = EngineWindow(window, budget, loaded.attachments, historical_turns=0 if stored else None)
+    engine = await apply_context_engine(state, request, context.caller.tenant_id, turn)
     assembled = assemble(
         AssemblyInput(
             model=model,
