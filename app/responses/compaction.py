@@ -18,6 +18,7 @@ from app.context.budget import BudgetPolicy, input_budget
 from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import conversation_service
+from app.conversations.stamp import Stamp
 from app.core.errors import BadRequest
 from app.keys.caller import Caller
 from app.llm.reach import helper_models
@@ -108,7 +109,7 @@ async def _store_history(
         return resolved.conversation_id
     async with state.database.writing() as session:
         return await conversation_service.append_turn(
-            session, tenant_id, resolved, new, model=model
+            session, tenant_id, resolved, new, Stamp(model)
         )
 
 

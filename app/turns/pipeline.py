@@ -28,6 +28,7 @@ from app.conversations.cache_state import CacheState
 from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
+from app.conversations.stamp import Stamp
 from app.db.models import new_id
 from app.keys.caller import Caller
 from app.llm.responses import Usage
@@ -324,10 +325,12 @@ async def record(
                 prepared.caller.tenant_id,
                 resolved,
                 [*prepared.new_messages, answer],
-                model=request.model,
-                request_id=prepared.request_id,
-                prompt_tokens=usage.prompt_tokens if usage else None,
-                cache_state=prepared.cache_state,
+                Stamp(
+                    request.model,
+                    request_id=prepared.request_id,
+                    prompt_tokens=usage.prompt_tokens if usage else None,
+                    cache_state=prepared.cache_state,
+                ),
             )
             if prepared.prompt is not None and prepared.prompt_hash is not None:
                 await save_ledger(

@@ -14,6 +14,7 @@ from app.conversations.fingerprint import chain_hashes, content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository as repository
 from app.conversations.service import ResolvedConversation, conversation_service
+from app.conversations.stamp import Stamp
 from app.core.database import Database, create_database
 from app.core.errors import NotFound
 from app.db.models import Conversation, new_id
@@ -50,7 +51,7 @@ async def append(
 ) -> Conversation:
     async with db.writing() as session:
         return await conversation_service.append(
-            session, tenant, conversation_id, messages, model=MODEL
+            session, tenant, conversation_id, messages, Stamp(MODEL)
         )
 
 

@@ -21,6 +21,7 @@ from app.conversations.items_repository import items_repository
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository
 from app.conversations.service import conversation_service
+from app.conversations.stamp import Stamp
 from app.core.errors import BadRequest, NotFound
 from app.db.models import Conversation, new_id, utcnow
 from app.protocol.chat import ChatCompletionRequest
@@ -200,7 +201,7 @@ class ItemsService:
         """Store the messages at the end; the sequence number of the first one."""
         first, model = conversation.message_count, conversation.model
         stored = await conversation_service.append(
-            session, tenant_id, conversation.id, messages, model=model or ""
+            session, tenant_id, conversation.id, messages, Stamp(model or "")
         )
         stored.model = model  # adding items answers nothing: the model stays what it was
         if stored.title is None:
