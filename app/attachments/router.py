@@ -14,7 +14,7 @@ from app.attachments.schemas import (
     AttachmentDetail,
     AttachmentInfo,
 )
-from app.attachments.service import attachment_service
+from app.attachments.service import Upload, attachment_service
 from app.core.deps import StorageDep
 from app.core.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 from app.core.textcheck import bad_string, rejection
@@ -118,15 +118,18 @@ async def create_attachment(
     text, media_type, size, meta = await _parse(request, state.settings.max_attachment_bytes)
     if not text.strip():
         raise BadRequest("The attachment has no text.", param="file")
-    row, created = await attachment_service.store(
-        state.database,
-        caller.tenant_id,
+    upload = Upload(
         text,
         media_type=media_type,
         size_bytes=size,
         title=meta["title"],
         source=meta["source"],
         filename=meta["filename"],
+    )
+    row, created = await attachment_service.store(
+        state.database,
+        caller.tenant_id,
+        upload,
         quota_bytes=state.settings.tenant_max_attachment_bytes,
     )
     response.status_code = 201 if created else 200
