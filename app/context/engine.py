@@ -239,9 +239,13 @@ class _Engine:
         return plan
 
     async def _ask_planner(
-        self, artifacts: list[Artifact], question: str, room: int,
-        fallback: ArtifactPlan, result: EngineResult,
-    ) -> tuple[ArtifactPlan, list[str]]:  # fmt: skip
+        self,
+        artifacts: list[Artifact],
+        question: str,
+        room: int,
+        fallback: ArtifactPlan,
+        result: EngineResult,
+    ) -> tuple[ArtifactPlan, list[str]]:
         model = self.models.planner
         supports_schema = self.state.llm.model_info(model).supports_response_schema
         messages = build_planner_messages(

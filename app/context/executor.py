@@ -134,9 +134,14 @@ class _Executor:
         return [o for o in outcomes if o is not None]
 
     def _choose(
-        self, artifact: Artifact, decision: ArtifactDecision, full: int, floor: int,
-        avail: int, share: int,
-    ) -> Outcome:  # fmt: skip
+        self,
+        artifact: Artifact,
+        decision: ArtifactDecision,
+        full: int,
+        floor: int,
+        avail: int,
+        share: int,
+    ) -> Outcome:
         if full <= floor:  # tiny: its full form is as cheap as its marker
             return Outcome(artifact, S.INCLUDE_FULL, artifact.content, full)
         wrapper = self.cost(artifact, "", S.RAG_EXTRACT)
@@ -149,17 +154,23 @@ class _Executor:
                 if allot >= self.limits.min_extract_tokens:
                     query = decision.extraction_query or decision.summarization_focus
                     return Outcome(
-                        artifact, S.RAG_EXTRACT, tokens=wrapper + allot, allot=allot,
+                        artifact,
+                        S.RAG_EXTRACT,
+                        tokens=wrapper + allot,
+                        allot=allot,
                         query=query or self.question,
-                    )  # fmt: skip
+                    )
             if strategy == S.SUMMARIZE and self.summarize is not None:
                 allot = min(avail - wrapper, self.limits.summary_max_tokens)
                 if allot >= self.limits.min_summary_tokens:
                     focus = decision.summarization_focus or decision.extraction_query
                     return Outcome(
-                        artifact, S.SUMMARIZE, tokens=wrapper + allot, allot=allot,
+                        artifact,
+                        S.SUMMARIZE,
+                        tokens=wrapper + allot,
+                        allot=allot,
                         query=focus or self.question,
-                    )  # fmt: skip
+                    )
         return Outcome(artifact, S.EXCLUDE, tokens=floor)
 
     # ---- execution --------------------------------------------------------------------

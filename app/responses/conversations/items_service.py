@@ -35,9 +35,14 @@ __all__ = ["ItemsService", "items_service"]
 
 # What a stored message keeps of a chat message (as the turn pipeline stores it).
 _STORED_KEYS = {
-    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
     "thinking_blocks",
-}  # fmt: skip
+}
 
 
 class ItemsService:
