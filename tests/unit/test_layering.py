@@ -42,20 +42,23 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("app.turns",),
     # the application's long-lived services (AppState), built once at start-up
     ("app.state",),
-    # long-term memory, compaction, message recall
+    # long-term memory
     ("app.memories",),
+    # compaction (summaries of old turns), message recall
+    ("app.compaction", "app.recall"),
     # context management: the history fit, the prompt-cache fit, artifacts, the planner;
     # attachments (artifacts of their own) and the inspector's read models
     ("app.context", "app.attachments", "app.inspect"),
     # stored conversations and their messages
     ("app.conversations",),
     # services below the domain: virtual keys and limits, the upstream client, the summary
-    # cache, token counting
-    ("app.keys", "app.llm", "app.summary_cache", "app.tokens"),
+    # cache, token counting, the embedders
+    ("app.keys", "app.llm", "app.summary_cache", "app.tokens", "app.embedders"),
     # the request shapes (the chat request every door translates to)
     ("app.protocol",),
-    # the bottom: settings, errors, logging, metrics, the database engine; the models
-    ("app", "app.core", "app.db"),
+    # the bottom: settings, errors, logging, metrics, the database engine; the models; the
+    # wire's TypedDicts
+    ("app", "app.core", "app.db", "app.wire"),
 )
 
 
