@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from app.core.errors import ContextGateError, error_body
-from app.turns.pipeline import Prepared
+from app.turns.prepared import Prepared
 from app.turns.service import TurnResult
 
 __all__ = ["ChatStreamRenderer", "completion_body"]

@@ -30,7 +30,7 @@ from app.memories.service import NewMemory, memory_service
 from app.state import AppState
 
 if TYPE_CHECKING:
-    from app.turns.pipeline import Prepared
+    from app.turns.prepared import Prepared
 
 __all__ = [
     "REMEMBER_TOOL",

@@ -32,7 +32,7 @@ from app.protocol.chat import CacheOptions, ChatCompletionRequest, ContextOption
 
 if TYPE_CHECKING:
     from app.state import AppState
-    from app.turns.pipeline import Prepared
+    from app.turns.prepared import Prepared
 
 __all__ = [
     "AppliedEdits",

@@ -23,7 +23,7 @@ from app.messages.translate import anthropic_content, anthropic_usage, stop_reas
 
 if TYPE_CHECKING:
     from app.core.errors import ContextGateError
-    from app.turns.pipeline import Prepared
+    from app.turns.prepared import Prepared
     from app.turns.service import TurnResult
 
 __all__ = ["AnthropicStreamRenderer", "event", "message_body"]

@@ -35,7 +35,7 @@ from app.protocol.limits import check_chat_limits, check_message_sizes
 from app.state import AppState, StateDep
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
-from app.turns.pipeline import Prepared
+from app.turns.prepared import Prepared
 from app.turns.service import run_turn
 from app.turns.stream import SSE_HEADERS, open_turn_stream
 

@@ -19,7 +19,7 @@ from app.core.settings import Settings
 from app.responses.compaction_seal import SealedCompaction, seal
 
 if TYPE_CHECKING:
-    from app.turns.pipeline import Prepared
+    from app.turns.prepared import Prepared
 
 __all__ = [
     "CompactionItem",

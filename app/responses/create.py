@@ -37,7 +37,7 @@ from app.responses.translate import (
     response_usage,
 )
 from app.state import AppState
-from app.turns.pipeline import Prepared
+from app.turns.prepared import Prepared
 from app.turns.service import TurnResult
 
 __all__ = ["NewResponse", "build_turn"]

@@ -15,7 +15,7 @@ from app.llm.responses_items import has_native_blocks, input_items, without_nati
 from app.memories.remember import llm_call_with_remember, llm_stream_with_remember
 from app.state import AppState
 from app.turns.context import TurnContext
-from app.turns.pipeline import Prepared
+from app.turns.prepared import Prepared
 
 __all__ = ["call_upstream", "open_upstream_stream"]
 

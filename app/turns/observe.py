@@ -9,7 +9,7 @@ from app.core import metrics
 from app.llm.responses import Usage
 
 if TYPE_CHECKING:
-    from app.turns.pipeline import Prepared
+    from app.turns.prepared import Prepared
 
 __all__ = ["observe_chat"]
 

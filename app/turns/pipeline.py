@@ -8,8 +8,6 @@ log, in one write transaction.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -24,13 +22,11 @@ from app.context.metadata import (
     TokenCalibrationStats,
 )
 from app.context.seal import LOOP_CUT_NOTE
-from app.conversations.cache_state import CacheState
 from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
-from app.conversations.service import ResolvedConversation, conversation_service
+from app.conversations.service import conversation_service
 from app.conversations.stamp import Stamp
 from app.db.models import new_id
-from app.keys.caller import Caller
 from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
 from app.memories.hooks import schedule_memory_work
@@ -42,7 +38,7 @@ from app.turns.assembly import (
     Loaded,
     load_assembly,
 )
-from app.turns.context import RecordHook, TurnContext
+from app.turns.context import TurnContext
 from app.turns.ledger_repository import ledger_of, load_ledger, save_ledger
 from app.turns.loop_step import LoopStep, load_loop_step
 from app.turns.marks import place_marks
@@ -52,38 +48,16 @@ from app.turns.owner import (
     Watermarks,
     decide,
 )
+from app.turns.prepared import Prepared
 from app.turns.reading import attachments_key, continuation, leading_system, own_system_prompt
 from app.turns.repository import request_log_repository
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
 
-__all__ = ["Prepared", "prepare", "record"]
+__all__ = ["prepare", "record"]
 
 _STORED_KEYS = (
     "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
 )  # fmt: skip
-
-
-@dataclass(slots=True)
-class Prepared:
-    request: ChatCompletionRequest
-    caller: Caller
-    request_id: str
-    started: float
-    messages: list[dict[str, Any]]  # what goes upstream
-    utilization: ContextUtilization
-    resolved: ResolvedConversation | None = None  # None: context disabled, nothing stored
-    new_messages: list[ConversationMessage] = field(default_factory=list)
-    on_record: RecordHook | None = None  # the door's part of the turn's transaction
-    cache_state: CacheState | None = None  # the cache-aware fit's state to store, if it moved
-    prompt_hash: str | None = None  # of what goes upstream, stored with the answer (seal.py)
-    # The door's provider headers (TurnContext.upstream_headers), for every upstream call.
-    upstream_headers: Mapping[str, str] = field(default_factory=dict)
-    # The prompt as sent (marks aside), stored with the answer as the owner's ledger.
-    prompt: PromptRecord | None = None
-
-    @property
-    def conversation_id(self) -> str | None:
-        return self.resolved.conversation_id if self.resolved else None
 
 
 def _budget_policy(state: AppState) -> BudgetPolicy:

@@ -13,7 +13,8 @@ from app.llm.responses import Usage
 from app.state import AppState
 from app.turns.context import TurnContext
 from app.turns.native import call_upstream
-from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
+from app.turns.pipeline import answer_message, costs, prepare, record
+from app.turns.prepared import Prepared
 
 __all__ = ["TurnResult", "record_failure", "run_turn", "turn_cost"]
 

@@ -22,7 +22,8 @@ from app.state import AppState
 from app.turns.accumulate import StreamAccumulator
 from app.turns.context import TurnContext
 from app.turns.native import open_upstream_stream
-from app.turns.pipeline import Prepared, answer_message, prepare, record
+from app.turns.pipeline import answer_message, prepare, record
+from app.turns.prepared import Prepared
 from app.turns.service import TurnResult, record_failure, turn_cost
 
 # What every door's event stream is answered with (no caching, no proxy buffering).
