@@ -29,6 +29,7 @@ from app.llm.pricing import UsageCost
 from app.llm.responses import Usage, normalize_completion, usage_of
 from app.llm.routing import Deployment, ModelRouter, is_anthropic
 from app.llm.stream_handle import StreamHandle, incomplete_stream
+from app.wire.chat import ChatCompletion
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -50,7 +51,7 @@ def _litellm() -> ModuleType:
 
 @dataclass(slots=True)
 class Completion:
-    response: dict[str, Any]
+    response: ChatCompletion
     usage: Usage | None
     deployment: Deployment
     prompt_cost: float = 0.0  # the provider's prompt cache included (its reads and writes)
@@ -60,8 +61,8 @@ class Completion:
 
     @property
     def content(self) -> str:
-        choices = self.response.get("choices") or [{}]
-        return str((choices[0].get("message") or {}).get("content") or "")
+        choices = self.response.get("choices")
+        return str(choices[0]["message"].get("content") or "") if choices else ""
 
 
 @dataclass(frozen=True, slots=True)

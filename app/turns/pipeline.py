@@ -52,6 +52,7 @@ from app.turns.owner import (
 )
 from app.turns.reading import attachments_key, continuation, leading_system, own_system_prompt
 from app.turns.repository import request_log_repository
+from app.wire.chat import ChatMessage
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
 
 __all__ = ["Prepared", "prepare", "record"]
@@ -284,7 +285,7 @@ def _anthropic(state: AppState, model: str) -> bool:
 
 
 def answer_message(
-    state: AppState, model: str, message: dict[str, Any], *, complete: bool = True
+    state: AppState, model: str, message: ChatMessage, *, complete: bool = True
 ) -> ConversationMessage:
     stored = {key: message.get(key) for key in _STORED_KEYS if message.get(key) is not None}
     stored["role"] = "assistant"

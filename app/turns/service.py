@@ -14,6 +14,7 @@ from app.llm.responses import Usage
 from app.turns.context import TurnContext
 from app.turns.native import call_upstream
 from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
+from app.wire.chat import ChatCompletion, ChatMessage
 
 __all__ = ["TurnResult", "record_failure", "run_turn", "turn_cost"]
 
@@ -25,11 +26,11 @@ class TurnResult:
     """What a door renders: the stored answer in chat form, its usage and cost."""
 
     prepared: Prepared
-    message: dict[str, Any]  # role, content, tool_calls, reasoning_content, thinking_blocks
+    message: ChatMessage  # role, content, tool_calls, reasoning_content, thinking_blocks
     finish_reason: str | None
     usage: Usage | None
     cost: CostInfo
-    completion: dict[str, Any] | None = None  # the normalized chat.completion (not streamed)
+    completion: ChatCompletion | None = None  # the normalized chat.completion (not streamed)
 
     @property
     def conversation_id(self) -> str | None:

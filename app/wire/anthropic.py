@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, Required, TypedDict
 
+from app.wire.json import JSONObject
+
 __all__ = [
     "AnthropicMessage",
     "AnthropicUsage",
@@ -15,6 +17,17 @@ __all__ = [
     "CacheCreation",
     "ContentBlock",
     "ContentBlockDelta",
+    "ContentBlockDeltaEvent",
+    "ContentBlockStartEvent",
+    "ContentBlockStopEvent",
+    "InputJSONDelta",
+    "MessageDeltaEvent",
+    "MessageStartEvent",
+    "MessageStopEvent",
+    "PingEvent",
+    "SignatureDelta",
+    "TextDelta",
+    "ThinkingDelta",
     "RedactedThinkingBlock",
     "StreamEvent",
     "TextBlock",
@@ -23,11 +36,9 @@ __all__ = [
 ]
 
 
-class CacheControl(TypedDict, total=False):
-    """``{"type": "ephemeral", "ttl": "5m" | "1h"}`` on a block, tool or tool call."""
-
-    type: Required[str]
-    ttl: str
+CacheControl = JSONObject
+"""``{"type": "ephemeral", "ttl": "5m" | "1h"}`` on a block, tool or tool call: passed on as
+the client set it (Anthropic adds fields to it now and then)."""
 
 
 class TextBlock(TypedDict):
@@ -39,7 +50,7 @@ class ToolUseBlock(TypedDict):
     type: Literal["tool_use"]
     id: str
     name: str
-    input: dict[str, object]
+    input: JSONObject
 
 
 class ThinkingBlock(TypedDict):

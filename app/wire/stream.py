@@ -7,7 +7,6 @@ from typing import Literal, Required, TypedDict
 
 from app.wire.chat import ChatUsage, ThinkingBlockParam
 from app.wire.json import JSONObject
-from app.wire.responses import ResponsesEvent
 
 __all__ = ["ChatChunk", "ChunkChoice", "Delta", "FunctionDelta", "ToolCallDelta"]
 
@@ -52,4 +51,4 @@ class ChatChunk(TypedDict, total=False):
     system_fingerprint: str | None
     choices: Required[list[ChunkChoice]]
     usage: ChatUsage | None
-    responses_event: ResponsesEvent
+    responses_event: JSONObject  # the provider's event, passed on as it came
