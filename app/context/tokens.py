@@ -227,9 +227,7 @@ class TokenCounter:
     async def precount_messages(self, messages: Iterable[Mapping[str, Any]], model: str) -> None:
         await self.precount((t for m in messages for t in message_texts(m)), model)
 
-    async def count_messages_async(
-        self, messages: Sequence[Mapping[str, Any]], model: str
-    ) -> int:
+    async def count_messages_async(self, messages: Sequence[Mapping[str, Any]], model: str) -> int:
         """``count_messages`` with the large texts counted off the event loop."""
         await self.precount_messages(messages, model)
         return self.count_messages(messages, model)

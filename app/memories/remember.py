@@ -325,9 +325,7 @@ class RememberStream(StreamHandle):
         if self.usage_chunk is not None:
             yield {**self.usage_chunk, "choices": [], "usage": cast(ChatUsage, dict(self.usage))}
 
-    def _filter(
-        self, chunk: ChatChunk, this: _Round, *, strip_role: bool
-    ) -> ChatChunk | None:
+    def _filter(self, chunk: ChatChunk, this: _Round, *, strip_role: bool) -> ChatChunk | None:
         """The chunk as the client may see it (None: nothing left of it)."""
         if chunk.get("usage"):
             add_usage(self.usage, chunk["usage"])

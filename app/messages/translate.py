@@ -331,7 +331,9 @@ def thinking_content(message: ChatMessage) -> list[ContentBlock]:
     for block in message.get("thinking_blocks") or []:
         fields: Mapping[str, Any] = block
         if fields.get("type") == "redacted_thinking":
-            blocks.append(RedactedThinkingOut(type="redacted_thinking", data=fields.get("data") or ""))
+            blocks.append(
+                RedactedThinkingOut(type="redacted_thinking", data=fields.get("data") or "")
+            )
         elif fields.get("type") == "thinking":
             blocks.append(
                 ThinkingOut(

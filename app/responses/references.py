@@ -10,6 +10,7 @@ output item ids are recorded with the response (``record_output_items``) for thi
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -134,7 +135,7 @@ async def _stored_items(
             continue
         for stored in message_items(message):
             if stored.position == parsed[1] and stored.item["id"] == item_id:
-                found[item_id] = stored.item
+                found[item_id] = dict(stored.item)
     return found
 
 
@@ -163,7 +164,7 @@ async def record_output_items(
     response_id: str,
     conversation_id: str,
     sequence_number: int,
-    output: list[dict[str, Any]],
+    output: Sequence[Mapping[str, Any]],
 ) -> None:
     """Remember where each output item of a stored Response lives (in the turn's transaction):
     its place among the answer's items, as ``message_items`` renders the stored answer."""

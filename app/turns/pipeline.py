@@ -52,8 +52,8 @@ from app.turns.owner import (
 )
 from app.turns.reading import attachments_key, continuation, leading_system, own_system_prompt
 from app.turns.repository import request_log_repository
-from app.wire.chat import ChatMessage
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
+from app.wire.chat import ChatMessage
 
 __all__ = ["Prepared", "prepare", "record"]
 

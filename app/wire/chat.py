@@ -29,6 +29,7 @@ __all__ = [
     "ImagePart",
     "ImageURL",
     "MessageContent",
+    "NamedToolChoice",
     "NativeBlock",
     "Role",
     "TextPart",

@@ -15,6 +15,7 @@ __all__ = [
     "CompactionItem",
     "FunctionCallItem",
     "FunctionCallOutputItem",
+    "InputContentPart",
     "InputFilePart",
     "InputImagePart",
     "InputItem",
@@ -25,6 +26,7 @@ __all__ = [
     "OutputTextPart",
     "ReasoningItem",
     "ResponseError",
+    "ResponseOutput",
     "ResponsesEvent",
     "ResponsesUsage",
     "SummaryText",
@@ -119,6 +121,7 @@ class CompactionItem(TypedDict, total=False):
 
 InputItem = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
 OutputItem = MessageItem | FunctionCallItem | ReasoningItem | CompactionItem
+ResponseOutput = OutputItem | JSONObject  # built here, or the provider's (native) as it came
 
 
 # ---- the response ----------------------------------------------------------------------
