@@ -31,8 +31,14 @@ from app.turns.repository import request_log_repository
 __all__ = ["Compacted", "compact_conversation", "compact_turn", "log_compaction"]
 
 _STORED_KEYS = {
-    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
-}  # fmt: skip
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+    "thinking_blocks",
+}
 
 
 @dataclass(slots=True)
