@@ -38,6 +38,9 @@ from app.wire import stream as ws
 CACHE = {"cache_control"}  # Anthropic's prompt cache marks, where litellm reads them
 REASONING = {"reasoning_content", "thinking_blocks"}  # litellm's reasoning fields
 CACHE_USAGE = {"cache_read_input_tokens", "cache_creation_input_tokens"}  # litellm's usage
+# One ChatMessage holds every role's keys: a tool result's (and its is_error), an answer's.
+OTHER_ROLES = {"tool_call_id", "is_error"}
+ASSISTANT_ONLY = {"name", "tool_calls", "refusal", "is_error"}
 
 PAIRS: list[tuple[Any, Any, set[str]]] = [
     # chat form
@@ -50,8 +53,8 @@ PAIRS: list[tuple[Any, Any, set[str]]] = [
     (wc.ToolCall, oc.ChatCompletionMessageFunctionToolCallParam, CACHE),
     (wc.FunctionDefinition, SDKFunctionDefinition, set()),
     (wc.ChatTool, oc.ChatCompletionFunctionToolParam, CACHE),
-    (wc.ChatMessage, oc.ChatCompletionAssistantMessageParam, {"tool_call_id", "is_error"} | REASONING),
-    (wc.ChatMessage, oc.ChatCompletionToolMessageParam, {"name", "tool_calls", "is_error", "refusal"} | REASONING),
+    (wc.ChatMessage, oc.ChatCompletionAssistantMessageParam, OTHER_ROLES | REASONING),
+    (wc.ChatMessage, oc.ChatCompletionToolMessageParam, ASSISTANT_ONLY | REASONING),
     (wc.ChatCompletion, oc.ChatCompletion, set()),
     (wc.ChatChoice, oc.chat_completion.Choice, set()),
     (wc.ChatUsage, CompletionUsage, CACHE_USAGE),
@@ -118,7 +121,7 @@ def _name(pair: tuple[Any, Any, set[str]]) -> str:
     return f"{pair[0].__module__.rsplit('.', 1)[-1]}.{pair[0].__name__}~{pair[1].__name__}"
 
 
-@pytest.mark.parametrize("ours,sdk,extensions", PAIRS, ids=[_name(p) for p in PAIRS])
+@pytest.mark.parametrize(("ours", "sdk", "extensions"), PAIRS, ids=[_name(p) for p in PAIRS])
 def test_every_key_is_the_sdks_or_a_named_extension(
     ours: Any, sdk: Any, extensions: set[str]
 ) -> None:
@@ -126,7 +129,7 @@ def test_every_key_is_the_sdks_or_a_named_extension(
     assert not unknown, f"{ours.__name__} has keys the SDK's {sdk.__name__} does not: {unknown}"
 
 
-@pytest.mark.parametrize("ours,sdk,extensions", PAIRS, ids=[_name(p) for p in PAIRS])
+@pytest.mark.parametrize(("ours", "sdk", "extensions"), PAIRS, ids=[_name(p) for p in PAIRS])
 def test_type_literals_are_the_sdks(ours: Any, sdk: Any, extensions: set[str]) -> None:
     mine, theirs = _type_literals(ours), _type_literals(sdk)
     if mine is not None and theirs is not None:
