@@ -61,8 +61,9 @@ class Completion:
 
     @property
     def content(self) -> str:
-        choices = self.response.get("choices")
-        return str(choices[0]["message"].get("content") or "") if choices else ""
+        choices = self.response.get("choices") or []
+        message = choices[0].get("message") if choices else None
+        return str(message.get("content") or "") if message else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,6 +155,9 @@ def _continuation(
     return [assistant, *tools]
 
 
+_EMPTY_ANSWER: ChatMessage = {"role": "assistant"}  # a choice without a message (copied)
+
+
 def _text(message: ChatMessage) -> str:
     """What an answer said (a string; an answer has no parts)."""
     content = message.get("content")
@@ -191,7 +194,7 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
         choices = completion.response.get("choices") or []
         if not choices:
             break
-        message = choices[0]["message"]
+        message = choices[0].get("message") or _EMPTY_ANSWER.copy()
         calls = message.get("tool_calls") or []
         mine = [c for c in calls if _is_mine(c)]
         if not mine:
@@ -211,7 +214,7 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
     response = completion.response
     choices = response.get("choices") or []
     if choices and any(said):
-        message = choices[0]["message"]
+        message = choices[0].get("message") or _EMPTY_ANSWER.copy()
         message["content"] = "".join([*said, _text(message)]) or None
     if usage:
         response["usage"] = cast(ChatUsage, usage)  # the rounds' usage summed key by key
