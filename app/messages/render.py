@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
+from app.messages.answer import anthropic_content, anthropic_usage, stop_reason
 from app.messages.context_editing import AppliedEdits
 from app.messages.errors import anthropic_error_body
-from app.messages.translate import anthropic_content, anthropic_usage, stop_reason
 from app.wire.anthropic import (
     AnthropicMessage,
     ContentBlock,

@@ -1,4 +1,5 @@
-"""Anthropic Messages ⇄ the internal turn (chat form), both ways, as plain functions.
+"""Anthropic Messages → the internal turn (chat form), as plain functions (the answer's way
+back is answer.py).
 
 Request: ``system`` becomes a system message; each Anthropic message becomes one or more chat
 messages in order (a user message's ``tool_result`` blocks become ``tool`` messages first, its
@@ -7,14 +8,10 @@ other blocks one user message after them); ``tool_use`` blocks become ``tool_cal
 exactly as sent (litellm resends them to Anthropic from there) and their text its
 ``reasoning_content``. ``cache_control`` stays on the content part, tool or tool call where the
 client put it (a tool_result's goes on its last content part, where litellm reads it).
-
-Answer: the chat message becomes Anthropic content blocks (thinking first, then text, then
-``tool_use``), the finish reason a ``stop_reason``, the usage Anthropic's usage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import orjson
@@ -22,7 +19,7 @@ from pydantic import ValidationError
 
 from app.core.errors import BadRequest
 from app.core.validation import validation_message
-from app.llm.pricing import prompt_cache
+from app.messages.answer import anthropic_content, anthropic_usage, stop_reason
 from app.messages.schemas import (
     CountTokensRequest,
     DocumentBlock,
@@ -38,9 +35,7 @@ from app.messages.schemas import (
 )
 from app.messages.schemas import Tool as AnthropicTool
 from app.protocol.chat import ChatCompletionRequest
-from app.wire.anthropic import AnthropicUsage, CacheControl, ContentBlock
-from app.wire.anthropic import RedactedThinkingBlock as RedactedThinkingOut
-from app.wire.anthropic import ThinkingBlock as ThinkingOut
+from app.wire.anthropic import CacheControl
 from app.wire.chat import (
     AssistantContent,
     ChatMessage,
@@ -54,32 +49,16 @@ from app.wire.chat import (
     ToolCall,
 )
 from app.wire.chat import ToolChoice as ChatToolChoice
-from app.wire.json import JSONObject
 
 __all__ = [
-    "STOP_REASONS",
+    "chat_messages",
+    "chat_tools",
+    "to_turn_request",
+    # the answer's side, where the door's tests have always found it
     "anthropic_content",
     "anthropic_usage",
-    "chat_messages",
-    "message_id",
     "stop_reason",
-    "to_turn_request",
-    "tool_input",
 ]
-
-STOP_REASONS = {
-    "stop": "end_turn",
-    "end_turn": "end_turn",
-    "length": "max_tokens",
-    "max_tokens": "max_tokens",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-    "tool_use": "tool_use",
-    "stop_sequence": "stop_sequence",
-    "content_filter": "refusal",
-    "refusal": "refusal",
-    "pause_turn": "pause_turn",
-}
 
 
 # ---- request ---------------------------------------------------------------------------
@@ -301,102 +280,3 @@ def to_turn_request(body: MessagesRequest) -> ChatCompletionRequest:
     except ValidationError as error:  # what the schema let through and a chat turn cannot be
         message, param = validation_message(error.errors())
         raise BadRequest(message, param=param, code="invalid_request") from None
-
-
-# ---- answer ----------------------------------------------------------------------------
-
-
-def message_id(request_id: str) -> str:
-    """``msg_…`` from our request id (``req_…``): one id per answer, findable in the log."""
-    return "msg_" + request_id.removeprefix("req_")
-
-
-def tool_input(arguments: str | JSONObject | None) -> JSONObject:
-    """A tool call's arguments as Anthropic's ``input`` object."""
-    if isinstance(arguments, dict):
-        return arguments
-    if not arguments:
-        return {}
-    try:
-        parsed = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return {"_raw_arguments": arguments}
-    return parsed if isinstance(parsed, dict) else {"value": parsed}
-
-
-def thinking_content(message: ChatMessage) -> list[ContentBlock]:
-    """Thinking blocks exactly as the provider gave them; a non-Anthropic reasoner's text as
-    one unsigned thinking block."""
-    blocks: list[ContentBlock] = []
-    for block in message.get("thinking_blocks") or []:
-        fields: Mapping[str, Any] = block
-        if fields.get("type") == "redacted_thinking":
-            blocks.append(
-                RedactedThinkingOut(type="redacted_thinking", data=fields.get("data") or "")
-            )
-        elif fields.get("type") == "thinking":
-            blocks.append(
-                ThinkingOut(
-                    type="thinking",
-                    thinking=fields.get("thinking") or "",
-                    signature=fields.get("signature") or "",
-                )
-            )
-    if not blocks and message.get("reasoning_content"):
-        blocks.append(
-            {"type": "thinking", "thinking": message["reasoning_content"], "signature": ""}
-        )
-    return blocks
-
-
-def text_of(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text") or "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
-
-
-def anthropic_content(message: ChatMessage) -> list[ContentBlock]:
-    blocks = thinking_content(message)
-    text = text_of(message.get("content"))
-    if text:
-        blocks.append({"type": "text", "text": text})
-    for call in message.get("tool_calls") or []:
-        function: Mapping[str, Any] = call.get("function") or {}
-        blocks.append(
-            {
-                "type": "tool_use",
-                "id": call.get("id") or "",
-                "name": function.get("name") or "",
-                "input": tool_input(function.get("arguments")),
-            }
-        )
-    return blocks
-
-
-def stop_reason(finish_reason: str | None, *, has_tool_calls: bool = False) -> str:
-    if has_tool_calls and finish_reason in (None, "stop", "tool_calls"):
-        return "tool_use"
-    return STOP_REASONS.get(finish_reason or "stop", "end_turn")
-
-
-def anthropic_usage(raw: Mapping[str, Any] | None) -> AnthropicUsage:
-    """Anthropic counts cache reads and writes apart from ``input_tokens`` (the chat usage
-    litellm gives includes them in ``prompt_tokens``), and splits the writes by lifetime."""
-    raw = raw or {}
-    cache = prompt_cache(raw)
-    return {
-        "input_tokens": cache.uncached_tokens,
-        "output_tokens": int(raw.get("completion_tokens") or 0),
-        "cache_read_input_tokens": cache.read_tokens,
-        "cache_creation_input_tokens": cache.write_tokens,
-        "cache_creation": {
-            "ephemeral_5m_input_tokens": cache.write_5m_tokens,
-            "ephemeral_1h_input_tokens": cache.write_1h_tokens,
-        },
-    }

@@ -26,6 +26,7 @@ from app.memories.compaction import CompactionReport, Compactor
 from app.memories.repository import memory_repository
 from app.protocol.chat import ChatCompletionRequest, ContextOptions
 from app.responses.compaction_seal import SealedCompaction
+from app.responses.schemas import ResponsesRequest
 from app.turns.repository import request_log_repository
 
 __all__ = ["Compacted", "compact_conversation", "compact_turn", "log_compaction"]
@@ -189,13 +190,13 @@ async def log_compaction(
     state: AppState,
     caller: Caller,
     compacted: Compacted,
+    body: ResponsesRequest,
     *,
     request_id: str,
     started: float,
-    model: str,
-    stream: bool,
 ) -> None:
     """The pass in the request log: its summarizer cost counts in the key's spend."""
+    model, stream = body.model, body.stream
     cost = round(compacted.report.cost, 8)
     async with state.database.writing() as session:
         await request_log_repository.insert(

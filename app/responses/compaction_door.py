@@ -69,10 +69,9 @@ async def _compact(
         state,
         caller,
         compacted,
+        body,
         request_id=getattr(http.state, "request_id", None) or new_id("req"),
         started=getattr(http.state, "started", None) or time.perf_counter(),
-        model=body.model,
-        stream=body.stream,
     )
     return compacted
 
