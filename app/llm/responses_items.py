@@ -74,9 +74,8 @@ def without_native_blocks(messages: list[ChatMessage]) -> list[ChatMessage]:
         blocks = message.get("thinking_blocks")
         if blocks and native_items(blocks):
             kept = [block for block in blocks if block.get("type") != NATIVE_BLOCK]
-            message = cast(
-                ChatMessage, {k: v for k, v in message.items() if k != "thinking_blocks"}
-            )
+            message = message.copy()
+            del message["thinking_blocks"]
             if kept:
                 message["thinking_blocks"] = kept
         out.append(message)

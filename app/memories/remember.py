@@ -332,7 +332,8 @@ class RememberStream(StreamHandle):
         """The chunk as the client may see it (None: nothing left of it)."""
         if chunk.get("usage"):
             add_usage(self.usage, chunk["usage"])
-            self.usage_chunk = cast(ChatChunk, {k: v for k, v in chunk.items() if k != "usage"})
+            self.usage_chunk = chunk.copy()
+            self.usage_chunk.pop("usage")
             chunk = self.usage_chunk
         choices: list[ChunkChoice] = []
         for choice in chunk.get("choices") or ():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TypeGuard
 
 from app.wire.anthropic import ThinkingBlock
 from app.wire.chat import ChatMessage, ChatUsage, ThinkingBlockParam, ToolCall
@@ -68,16 +69,20 @@ class StreamAccumulator:
 def add_thinking(blocks: list[ThinkingBlockParam], block: ThinkingBlockParam) -> None:
     """Thinking arrives as text pieces, then its signature (which closes the block);
     a redacted block arrives whole. Kept byte-for-byte: the provider checks them."""
-    if block.get("type") != "thinking":
-        blocks.append(cast(ThinkingBlockParam, dict(block)))
+    if not _is_thinking(block):
+        blocks.append(block.copy())
         return
-    piece = cast(ThinkingBlock, block)
     last = blocks[-1] if blocks else None
-    if last is not None and last.get("type") == "thinking" and not last.get("signature"):
-        open_block = cast(ThinkingBlock, last)
+    if last is not None and _is_thinking(last) and not last.get("signature"):
+        open_block = last
     else:
         open_block = ThinkingBlock(type="thinking", thinking="")
         blocks.append(open_block)
-    open_block["thinking"] += piece.get("thinking") or ""
-    if piece.get("signature"):
-        open_block["signature"] = piece["signature"]
+    open_block["thinking"] += block.get("thinking") or ""
+    if block.get("signature"):
+        open_block["signature"] = block["signature"]
+
+
+def _is_thinking(block: ThinkingBlockParam) -> TypeGuard[ThinkingBlock]:
+    fields: Mapping[str, object] = block
+    return fields.get("type") == "thinking"
