@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -158,7 +158,7 @@ class LLMClient:
     async def complete(
         self,
         model_name: str,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any] | None = None,
         *,
         timeout: float | None = None,
@@ -256,7 +256,7 @@ class LLMClient:
     async def stream(
         self,
         model_name: str,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any] | None = None,
         *,
         timeout: float | None = None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import urllib.request
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -134,7 +134,7 @@ class OpenAICompatTransport:
     def _request(
         self,
         deployment: Deployment,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any],
         timeout: httpx.Timeout,
         *,
@@ -175,7 +175,7 @@ class OpenAICompatTransport:
     async def complete(
         self,
         deployment: Deployment,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any],
         timeout: httpx.Timeout,
     ) -> JSONObject:
@@ -218,7 +218,7 @@ class OpenAICompatTransport:
     async def open_stream(
         self,
         deployment: Deployment,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any],
         timeout: httpx.Timeout,
     ) -> SSEStream:

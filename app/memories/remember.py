@@ -145,10 +145,10 @@ async def _store(state: AppState, prepared: Prepared, calls: list[ToolCall]) -> 
 
 def _continuation(
     content: AssistantContent, calls: list[ToolCall], results: list[str]
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The assistant's remember calls and their results, to send back upstream."""
-    assistant: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": calls}
-    tools = [
+    assistant: ChatMessage = {"role": "assistant", "content": content, "tool_calls": calls}
+    tools: list[ChatMessage] = [
         {"role": "tool", "tool_call_id": call.get("id"), "content": result}
         for call, result in zip(calls, results, strict=True)
     ]

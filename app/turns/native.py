@@ -8,7 +8,6 @@ items kept in stored answers (encrypted reasoning, hosted tool calls) never go t
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import cast
 
 from app.core.state import AppState
 from app.llm.client import Completion, StreamHandle
@@ -17,7 +16,6 @@ from app.llm.responses_items import has_native_blocks, input_items, without_nati
 from app.memories.remember import llm_call_with_remember, llm_stream_with_remember
 from app.turns.context import TurnContext
 from app.turns.pipeline import Prepared
-from app.wire.chat import ChatMessage
 
 __all__ = ["call_upstream", "open_upstream_stream"]
 
@@ -28,24 +26,17 @@ def _goes_native(state: AppState, context: TurnContext, prepared: Prepared) -> b
     )
 
 
-def _prompt(prepared: Prepared) -> list[ChatMessage]:
-    """The prompt the pipeline built: JSON dicts in the chat form (app/context keeps them
-    untyped), read here as the wire's chat messages."""
-    return cast(list[ChatMessage], prepared.messages)
-
-
 def _chat_form(prepared: Prepared) -> Prepared:
-    if not has_native_blocks(_prompt(prepared)):
+    if not has_native_blocks(prepared.messages):
         return prepared
-    kept = without_native_blocks(_prompt(prepared))
-    return replace(prepared, messages=[dict(message) for message in kept])
+    return replace(prepared, messages=without_native_blocks(prepared.messages))
 
 
 async def call_upstream(state: AppState, context: TurnContext, prepared: Prepared) -> Completion:
     """The answer, not streamed; a native answer's output items go to ``context.native``."""
     native = context.native
     if native is not None and _goes_native(state, context, prepared):
-        items = input_items(_prompt(prepared))
+        items = input_items(prepared.messages)
         answer = await native_complete(state.llm, prepared.request.model, items, native)
         if answer is not None:
             native.output = answer.output
@@ -59,7 +50,7 @@ async def open_upstream_stream(
     """The opened stream; a native one's chunks carry their typed events."""
     native = context.native
     if native is not None and _goes_native(state, context, prepared):
-        items = input_items(_prompt(prepared))
+        items = input_items(prepared.messages)
         handle = await native_stream(state.llm, prepared.request.model, items, native)
         if handle is not None:
             return handle

@@ -119,7 +119,7 @@ class ChatMessage(TypedDict, total=False):
     content: AssistantContent
     name: str
     tool_calls: list[ToolCall]
-    tool_call_id: str
+    tool_call_id: str | None  # None only as an upstream's call without an id left it
     is_error: bool
     refusal: str
     reasoning_content: str
