@@ -35,7 +35,7 @@ from app.turns.pipeline import Prepared
 from app.turns.service import TurnResult
 from app.wire.chat import ChatMessage, ThinkingBlockParam
 from app.wire.json import JSONObject
-from app.wire.responses import ResponseOutput
+from app.wire.responses import CompactionItem, ResponseOutput
 
 __all__ = ["NewResponse", "build_turn"]
 
@@ -109,7 +109,7 @@ class NewResponse:
     notes: list[str] = field(default_factory=list)  # the door's decisions (management.py)
     # context_management: a compaction item closes the output when the turn compacted.
     sealing: Settings | None = None
-    compacted: list[JSONObject] | None = None
+    compacted: list[CompactionItem] | None = None
     # For OpenAI's own Responses API (app/turns/native.py); its output, when it answered.
     native: NativeRequest = field(default_factory=NativeRequest)
 
@@ -130,7 +130,7 @@ class NewResponse:
         self.renderer = renderer
         return renderer
 
-    def compaction_output(self, prepared: Prepared) -> list[JSONObject]:
+    def compaction_output(self, prepared: Prepared) -> list[CompactionItem]:
         """The compaction item the output ends with (context_management), made once."""
         if self.sealing is None:
             return []
@@ -216,7 +216,7 @@ class _NotingRenderer(NativeRenderer):
     the items that come after the answer's own (a ``compaction`` item)."""
 
     notes: list[str]
-    more: Callable[[Prepared], list[JSONObject]]
+    more: Callable[[Prepared], list[CompactionItem]]
 
     def finish(self, result: TurnResult) -> list[bytes]:
         result.prepared.utilization.notes.extend(self.notes)

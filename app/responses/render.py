@@ -78,7 +78,7 @@ class _Item:
 class _WholeItem(_Item):
     """An item that arrives whole (``whole_item``): done from the start, its body as given."""
 
-    def __init__(self, whole: JSONObject, index: int) -> None:
+    def __init__(self, whole: ResponseOutput, index: int) -> None:
         super().__init__("message", index)
         self.kind, self.id, self.done = str(whole["type"]), str(whole["id"]), True
         self.whole = whole
@@ -308,7 +308,7 @@ class ResponsesRenderer:
             )
         return out
 
-    def whole_item(self, body: JSONObject) -> list[bytes]:
+    def whole_item(self, body: ResponseOutput) -> list[bytes]:
         """An output item complete as it appears (a ``compaction`` item): its events."""
         out = self._close_all()
         item = _WholeItem(body, len(self.items))
