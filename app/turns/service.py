@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from app.context.cache_hints import provider_cache_cost
 from app.context.metadata import CostInfo
@@ -15,10 +15,19 @@ from app.turns.context import TurnContext
 from app.turns.native import call_upstream
 from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
 from app.wire.chat import ChatCompletion, ChatMessage
+from app.wire.json import JSONObject
 
-__all__ = ["TurnResult", "record_failure", "run_turn", "turn_cost"]
+__all__ = ["Extensions", "TurnResult", "record_failure", "run_turn", "turn_cost"]
 
 logger = logging.getLogger(__name__)
+
+
+class Extensions(TypedDict):
+    """contextgate's fields beside a door's own answer (every door sends them)."""
+
+    conversation_id: str | None
+    cost: JSONObject
+    context_utilization: JSONObject
 
 
 @dataclass(slots=True)
@@ -36,7 +45,7 @@ class TurnResult:
     def conversation_id(self) -> str | None:
         return self.prepared.conversation_id
 
-    def extensions(self) -> dict[str, Any]:
+    def extensions(self) -> Extensions:
         """contextgate's fields beside the door's own answer."""
         return {
             "conversation_id": self.prepared.conversation_id,
