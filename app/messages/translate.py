@@ -198,7 +198,7 @@ def _assistant_content(parts: list[TextPart]) -> AssistantContent:
     if not parts:
         return None
     if any("cache_control" in part for part in parts):
-        return list[ContentPart](parts)
+        return [*parts]
     return "".join(part["text"] for part in parts)
 
 

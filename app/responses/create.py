@@ -144,7 +144,7 @@ class NewResponse:
         natively, else rebuilt from the chat form."""
         if self.native.output is not None:
             return client_output(self.native.output, self.native.wants_encrypted_reasoning)
-        return list[ResponseOutput](output_items(message))
+        return [*output_items(message)]
 
     async def record(
         self,
