@@ -9,7 +9,7 @@ response.failed when the upstream fails mid-stream.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import orjson
 
@@ -27,11 +27,13 @@ from app.turns.accumulate import add_thinking
 from app.wire.chat import ThinkingBlockParam, ToolCall
 from app.wire.json import JSONObject
 from app.wire.responses import (
+    EventFields,
     ItemStatus,
     MessageItem,
     OutputTextPart,
     ResponseError,
     ResponseOutput,
+    ResponsesEvent,
     ResponsesUsage,
     SummaryText,
 )
@@ -46,6 +48,13 @@ __all__ = ["ResponsesRenderer", "sse_event"]
 def sse_event(payload: Mapping[str, object]) -> bytes:
     kind = str(payload["type"]).encode()
     return b"event: " + kind + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+class _Where(TypedDict):
+    """Which output item an event is about."""
+
+    item_id: str
+    output_index: int
 
 
 class _Item:
@@ -108,8 +117,8 @@ class ResponsesRenderer:
         self.finish_reason: str | None = None
 
     # ---- events ----------------------------------------------------------------------
-    def _event(self, kind: str, **fields: object) -> bytes:
-        payload = {"type": kind, "sequence_number": self.sequence, **fields}
+    def _event(self, kind: str, **fields: Unpack[EventFields]) -> bytes:
+        payload: ResponsesEvent = {"type": kind, "sequence_number": self.sequence, **fields}
         self.sequence += 1
         return sse_event(payload)
 
@@ -328,7 +337,7 @@ class ResponsesRenderer:
     def _close(self, item: _Item) -> list[bytes]:
         item.done = True
         text = "".join(item.text)
-        common = {"item_id": item.id, "output_index": item.index}
+        common: _Where = {"item_id": item.id, "output_index": item.index}
         out: list[bytes] = []
         if item.kind == "reasoning":
             part: SummaryText = {"type": "summary_text", "text": text}

@@ -13,6 +13,7 @@ from app.wire.json import JSONObject
 
 __all__ = [
     "CompactionItem",
+    "EventFields",
     "FunctionCallItem",
     "FunctionCallOutputItem",
     "InputContentPart",
@@ -140,14 +141,13 @@ class ResponseError(TypedDict):
     message: str
 
 
-class ResponsesEvent(TypedDict, total=False):
-    """One typed stream event (``response.output_text.delta``, ``response.completed``…):
-    the fields an event may have; which ones it has is its ``type``'s."""
+class EventFields(TypedDict, total=False):
+    """What a typed stream event carries beside its ``type`` and ``sequence_number``; which
+    fields an event has is its type's (``response.output_text.delta``: item_id,
+    output_index, content_index, delta, logprobs…)."""
 
-    type: Required[str]
-    sequence_number: int
     response: JSONObject
-    item: JSONObject
+    item: ResponseOutput
     item_id: str
     output_index: int
     content_index: int
@@ -156,6 +156,12 @@ class ResponsesEvent(TypedDict, total=False):
     text: str
     name: str
     arguments: str
-    part: JSONObject
+    part: SummaryText | OutputTextPart
     logprobs: list[JSONObject]
-    error: JSONObject
+
+
+class ResponsesEvent(EventFields, total=False):
+    """One typed stream event (``response.output_text.delta``, ``response.completed``…)."""
+
+    type: Required[str]
+    sequence_number: int

@@ -136,6 +136,13 @@ def test_type_literals_are_the_sdks(ours: Any, sdk: Any, extensions: set[str]) -
         assert mine <= theirs, f"{ours.__name__}.type {mine} is not the SDK's {theirs}"
 
 
+def test_responses_event_fields_are_the_sdks_events() -> None:
+    """Every field a Responses stream event may carry is one some SDK event type has."""
+    (events,) = [arg for arg in get_args(r.ResponseStreamEvent) if get_origin(arg) is not None]
+    known = set().union(*(set(event.model_fields) for event in get_args(events)))
+    assert _keys(wr.ResponsesEvent) - known == set()
+
+
 def test_every_wire_typeddict_is_checked() -> None:
     """A shape added to app/wire gets its SDK counterpart here (or says why it has none)."""
     without_counterpart = {
@@ -147,6 +154,7 @@ def test_every_wire_typeddict_is_checked() -> None:
         "MessageDeltaBody",
         "PingEvent",
         "ResponseError",
+        "EventFields",  # checked with ResponsesEvent below
         "ResponsesEvent",
     }
     checked = {pair[0].__name__ for pair in PAIRS}
