@@ -20,6 +20,7 @@ from app.context.budget import count_tools
 from app.context.headers import context_headers
 from app.core.jsonresponse import json_response
 from app.keys.auth import CallerDep
+from app.messages.answer import message_id
 from app.messages.context_editing import (
     AppliedEdits,
     ContextManagement,
@@ -30,7 +31,7 @@ from app.messages.context_editing import (
 )
 from app.messages.render import AnthropicStreamRenderer, message_body
 from app.messages.schemas import CountTokensRequest, MessagesRequest
-from app.messages.translate import chat_messages, chat_tools, message_id, to_turn_request
+from app.messages.translate import chat_messages, chat_tools, to_turn_request
 from app.protocol.limits import check_chat_limits, check_message_sizes
 from app.state import AppState, StateDep
 from app.turns.context import TurnContext

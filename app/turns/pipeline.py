@@ -8,7 +8,7 @@ log, in one write transaction.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -52,6 +52,7 @@ from app.turns.prepared import Prepared
 from app.turns.reading import attachments_key, continuation, leading_system, own_system_prompt
 from app.turns.repository import request_log_repository
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
+from app.wire.chat import ChatMessage
 
 __all__ = ["prepare", "record"]
 
@@ -81,7 +82,7 @@ def _tool_definitions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
 
 async def _passthrough(state: AppState, context: TurnContext) -> Prepared:
     request = context.request
-    messages = [m.model_dump(exclude_none=True) for m in request.messages]
+    messages = request.chat_messages()
     tokens = await state.tokens.count_messages_async(messages, request.model)  # off the loop
     tools = await count_tools(state.tokens, _tool_definitions(request), request.model)
     utilization = ContextUtilization(
@@ -241,7 +242,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         caller=context.caller,
         request_id=context.request_id,
         started=context.started,
-        messages=built.messages,
+        messages=cast(list[ChatMessage], built.messages),  # app/context builds the chat form
         utilization=utilization,
         resolved=resolved,
         new_messages=new,
@@ -262,7 +263,7 @@ def _anthropic(state: AppState, model: str) -> bool:
 
 
 def answer_message(
-    state: AppState, model: str, message: dict[str, Any], *, complete: bool = True
+    state: AppState, model: str, message: ChatMessage, *, complete: bool = True
 ) -> ConversationMessage:
     stored = {key: message.get(key) for key in _STORED_KEYS if message.get(key) is not None}
     stored["role"] = "assistant"

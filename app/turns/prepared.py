@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.context.metadata import ContextUtilization
 from app.conversations.cache_state import CacheState
@@ -14,6 +14,7 @@ from app.conversations.service import ResolvedConversation
 from app.keys.caller import Caller
 from app.protocol.chat import ChatCompletionRequest
 from app.turns.owner import PromptRecord
+from app.wire.chat import ChatMessage
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -35,7 +36,7 @@ class Prepared:
     caller: Caller
     request_id: str
     started: float
-    messages: list[dict[str, Any]]  # what goes upstream
+    messages: list[ChatMessage]  # what goes upstream
     utilization: ContextUtilization
     resolved: ResolvedConversation | None = None  # None: context disabled, nothing stored
     new_messages: list[ConversationMessage] = field(default_factory=list)
