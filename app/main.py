@@ -29,6 +29,7 @@ from app.core.state import AppState
 from app.core.textcheck import TextCheckMiddleware
 from app.core.warmup import start_warm_up
 from app.demo.router import install_demo
+from app.embedders.embedder import build_embedder
 from app.embeddings.router import router as embeddings_router
 from app.keys.router import router as keys_router
 from app.keys.wiring import (
@@ -40,9 +41,7 @@ from app.keys.wiring import (
 from app.llm.client import LLMClient, RetryPolicy
 from app.llm.reach import HelperModels
 from app.llm.routing import ModelRouter, load_model_list
-from app.memories.embedder import build_embedder
 from app.memories.router import router as memories_router
-from app.memories.runtime import MemoryRuntime
 from app.memories.save import router as conversation_save_router
 from app.messages.errors import anthropic_error_response
 from app.messages.router import ERROR_PREFIX as MESSAGES_PREFIX
@@ -51,6 +50,7 @@ from app.responses.compaction_door import router as responses_compaction_router
 from app.responses.router import router as responses_router
 from app.system.router import router as system_router
 from app.turns.calibration import TokenCalibration
+from app.turns.memory_runtime import MemoryRuntime
 from app.ui.router import install_ui
 
 if TYPE_CHECKING:

@@ -22,83 +22,38 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.tokens import text_of
-from app.core.delimiters import escape_delimiters
-from app.core.state import AppState
+from app.core.tasks import spawn
 from app.db.models import Message
 from app.db.repository import message_scope
-from app.memories.embedder import Embedder, decode_vector
-from app.memories.recall_vectors import (
-    CROSS_SESSION_FETCH,
-    Hits,
-    VectorCache,
-    VectorSet,
-    conversation_vectors,
-    other_conversations,
-)
-from app.memories.vectors import (
+from app.embedders.embedder import Embedder, decode_vector
+from app.recall.message_vectors import (
     MissingMessage,
+    MissingQuery,
+    VectorOwner,
     embed_messages,
     excluded_tool_results,
     missing_messages,
     save_message_vectors,
     tool_names,
 )
+from app.recall.render import Recalled
+from app.recall.services import RecallServices
+from app.recall.vector_sets import Hits, VectorSet, conversation_vectors, other_conversations
 
-__all__ = [
-    "CROSS_SESSION_FETCH",
-    "RECALL_HEADER",
-    "Recalled",
-    "VectorCache",
-    "VectorSet",
-    "render_recalled",
-    "search",
-]
+__all__ = ["RecallQuery", "ToolScope", "search"]
 
 logger = logging.getLogger(__name__)
 
-RECALL_HEADER = (
-    "[RECALLED: earlier messages no longer in this conversation's history, most similar first]"
-)
-RECALL_FOOTER = "[/RECALLED]"
 # Messages a request embeds itself when the background is behind: the few just cut (more is a
 # backlog, embedded after the turn at a bounded rate).
 INLINE_EMBED = 8
-
-
-@dataclass(frozen=True, slots=True)
-class Recalled:
-    message_id: int
-    conversation_id: str
-    sequence_number: int
-    turn_number: int
-    role: str
-    similarity: float
-    text: str
-    created_at: datetime
-    tool_call_id: str | None = None
-    tool_name: str | None = None
-
-    def report(self) -> dict[str, Any]:
-        found = {
-            "sequence_number": self.sequence_number,
-            "turn_number": self.turn_number,
-            "conversation_id": self.conversation_id,
-            "similarity": round(self.similarity, 4),
-            "role": self.role,
-        }
-        if self.role == "tool":
-            found |= {"tool_call_id": self.tool_call_id, "tool_name": self.tool_name}
-        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,142 +70,192 @@ class ToolScope:
     lazy_limit: int = 4  # results a request embeds itself (the background does the rest)
 
 
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """What to search: ``query`` among this conversation's messages in ``[first_sequence,
+    before_sequence)`` and the cleared tool results ``tools`` names, and among the user's other
+    conversations when this one has fewer than ``cross_session_below`` vectors; the ``top_k``
+    at or above ``min_similarity``, each text clipped to ``max_chars``."""
+
+    tenant_id: str
+    user: str | None
+    conversation_id: str
+    query: str
+    first_sequence: int
+    before_sequence: int
+    top_k: int
+    min_similarity: float
+    cross_session_below: int
+    max_chars: int
+    tools: ToolScope = ToolScope()
+
+
 async def search(
-    state: AppState,
+    services: RecallServices,
     embedder: Embedder,
-    cache: VectorCache,
     session: AsyncSession,
-    *,
-    tenant_id: str,
-    user: str | None,
-    conversation_id: str,
-    query: str,
-    first_sequence: int,
-    before_sequence: int,
-    top_k: int,
-    min_similarity: float,
-    cross_session_below: int,
-    max_chars: int,
-    tools: ToolScope | None = None,
+    wanted: RecallQuery,
     notes: list[str] | None = None,
 ) -> list[Recalled]:
-    """The stored messages most similar to ``query``: this conversation's messages in
-    ``[first_sequence, before_sequence)`` and the cleared tool results ``tools`` names, and
-    the user's other conversations when this one has few vectors; at or above
-    ``min_similarity``, best first. ``notes``: what the request should be told (recall
-    searched a backlog only in part)."""
-    tools = tools or ToolScope()
-    embedding = asyncio.ensure_future(embedder.embed([query]))  # on its thread meanwhile
+    """The stored messages most similar to ``wanted.query``, best first. ``notes``: what the
+    request should be told (recall searched a backlog only in part)."""
+    embedding = asyncio.ensure_future(embedder.embed([wanted.query]))  # on its thread meanwhile
     try:
         vectors = await conversation_vectors(
-            cache, session, tenant_id, conversation_id, embedder.name, through=before_sequence - 1
+            services.cache,
+            session,
+            wanted.tenant_id,
+            wanted.conversation_id,
+            embedder.name,
+            through=wanted.before_sequence - 1,
         )
     finally:
         query_vector = (await embedding)[0]
-    hits = Hits()
-    if vectors.matrix is not None:
-        window = (vectors.sequences >= first_sequence) & (vectors.sequences < before_sequence)
-        if tools.placeholders:
-            window |= np.isin(vectors.sequences, np.fromiter(tools.placeholders, np.int64))
-        rows = np.flatnonzero(window)
-        if rows.size:
-            hits.add(vectors.message_ids[rows], vectors.matrix[rows] @ query_vector, min_similarity)
-    missing: list[MissingMessage] = []
-    behind, owner = False, (tenant_id, conversation_id)
-    if vectors.max_sequence < before_sequence - 1:  # the background has not caught up (yet)
-        # The few just cut are embedded now; a backlog (a long history imported at once) is
-        # the background's, at its bounded rate: this request searches what is embedded.
-        newest = await missing_messages(
-            session,
-            tenant_id,
-            conversation_id,
-            embedder.name,
-            before_sequence=before_sequence,
-            tools_before=tools.cleared_before,
-            limit=INLINE_EMBED + 1,
-            newest_first=True,
-        )
-        cut = [m for m in newest if m.sequence_number >= first_sequence]
-        if len(newest) <= INLINE_EMBED:
-            missing = cut
-        else:
-            behind = True
-    if notes is not None and (behind or state.memory.vector_backlog.behind(*owner)):
+    run = _Search(services, embedder, session, wanted, query_vector)
+    run.stored(vectors)
+    missing, behind = await run.just_cut(vectors)
+    owner = (wanted.tenant_id, wanted.conversation_id)
+    if notes is not None and (behind or services.backlog.behind(*owner)):
         notes.append(
             f"message recall: searched the {vectors.size} messages embedded so far; "
             "the rest of this conversation is being embedded in the background"
         )
-    absent = tools.placeholders - {int(s) for s in vectors.sequences}
-    absent -= {m.sequence_number for m in missing}
-    if absent:  # cleared by this request or the previous ones: the newest few now
-        found = await missing_messages(
-            session, tenant_id, conversation_id, embedder.name, tool_sequences=sorted(absent)
-        )
-        missing += found[-tools.lazy_limit :]
+    missing += await run.cleared(vectors, missing)
     if missing:
+        await run.lazy(missing)
+    if wanted.user and vectors.size + len(missing) < wanted.cross_session_below:
+        await run.other_conversations(wanted.user)
+    return await run.results()
+
+
+class _Search:
+    """One search's steps, adding to its ``hits``: the vectors stored, the few not embedded
+    yet (computed now), the user's other conversations; then the rows of the best."""
+
+    def __init__(
+        self,
+        services: RecallServices,
+        embedder: Embedder,
+        session: AsyncSession,
+        wanted: RecallQuery,
+        query_vector: np.ndarray,
+    ) -> None:
+        self.services = services
+        self.embedder = embedder
+        self.session = session
+        self.wanted = wanted
+        self.query_vector = query_vector
+        self.hits = Hits()
+
+    def stored(self, vectors: VectorSet) -> None:
+        """This conversation's stored vectors in the window, and the placeholders'."""
+        if vectors.matrix is None:
+            return
+        wanted, tools = self.wanted, self.wanted.tools
+        sequences = vectors.sequences
+        window = (sequences >= wanted.first_sequence) & (sequences < wanted.before_sequence)
+        if tools.placeholders:
+            window |= np.isin(sequences, np.fromiter(tools.placeholders, np.int64))
+        rows = np.flatnonzero(window)
+        if rows.size:
+            cosine = vectors.matrix[rows] @ self.query_vector
+            self.hits.add(vectors.message_ids[rows], cosine, wanted.min_similarity)
+
+    async def just_cut(self, vectors: VectorSet) -> tuple[list[MissingMessage], bool]:
+        """The messages just cut that have no vector yet, when they are few; (those, whether
+        the background is behind with more)."""
+        wanted = self.wanted
+        if vectors.max_sequence >= wanted.before_sequence - 1:
+            return [], False
+        # The background has not caught up (yet). The few just cut are embedded now; a backlog
+        # (a long history imported at once) is the background's, at its bounded rate: this
+        # request searches what is embedded.
+        newest = await missing_messages(
+            self.session,
+            wanted.tenant_id,
+            wanted.conversation_id,
+            self.embedder.name,
+            MissingQuery(
+                before_sequence=wanted.before_sequence,
+                tools_before=wanted.tools.cleared_before,
+                limit=INLINE_EMBED + 1,
+                newest_first=True,
+            ),
+        )
+        if len(newest) > INLINE_EMBED:
+            return [], True
+        return [m for m in newest if m.sequence_number >= wanted.first_sequence], False
+
+    async def cleared(
+        self, vectors: VectorSet, missing: list[MissingMessage]
+    ) -> list[MissingMessage]:
+        """Placeholders without a vector (cleared by this request or the previous ones): the
+        newest few, embedded now."""
+        tools = self.wanted.tools
+        absent = tools.placeholders - {int(s) for s in vectors.sequences}
+        absent -= {m.sequence_number for m in missing}
+        if not absent:
+            return []
+        found = await missing_messages(
+            self.session,
+            self.wanted.tenant_id,
+            self.wanted.conversation_id,
+            self.embedder.name,
+            MissingQuery(tool_sequences=sorted(absent)),
+        )
+        return found[-tools.lazy_limit :]
+
+    async def lazy(self, missing: list[MissingMessage]) -> None:
+        """Vectors the background has not stored yet: computed now, saved in the background."""
+        wanted, embedder = self.wanted, self.embedder
         excluded = await excluded_tool_results(
-            session, tenant_id, conversation_id, missing, tools.exclude
+            self.session, wanted.tenant_id, wanted.conversation_id, missing, wanted.tools.exclude
         )
-        await _lazy(
-            state,
-            embedder,
-            (tenant_id, conversation_id, user),
-            missing,
-            excluded,
-            query_vector,
-            min_similarity,
-            hits,
+        vectors = await embed_messages(embedder, missing, excluded)
+        with_vectors = [(m, v) for m, v in zip(missing, vectors, strict=True) if v is not None]
+        if with_vectors:
+            ids = np.asarray([m.id for m, _ in with_vectors], dtype=np.int64)
+            matrix = np.stack([v for _, v in with_vectors])
+            self.hits.add(ids, matrix @ self.query_vector, wanted.min_similarity)
+        owner = VectorOwner(wanted.tenant_id, wanted.conversation_id, wanted.user, embedder.name)
+        work = save_message_vectors(self.services, owner, missing, vectors)
+        spawn(self.services.tasks, work)
+
+    async def other_conversations(self, user: str) -> None:
+        """The newest vectors of the user's other conversations (same tenant)."""
+        wanted = self.wanted
+        others = await other_conversations(
+            self.session, wanted.tenant_id, user, wanted.conversation_id, self.embedder.name
         )
-    if user and vectors.size + len(missing) < cross_session_below:
-        others = await other_conversations(session, tenant_id, user, conversation_id, embedder.name)
         others = [r for r in others if r.embedding is not None]
-        if others:
-            matrix = np.stack([decode_vector(r.embedding) for r in others])
-            if matrix.shape[1] == query_vector.shape[0]:
-                ids = np.asarray([r.message_id for r in others], dtype=np.int64)
-                hits.add(ids, matrix @ query_vector, min_similarity)
-    # A few extra: copies of the query itself and repeated texts are dropped after loading.
-    best = hits.best(top_k + 4)
-    if not best:
-        return []
-    found_rows = await _load(session, tenant_id, best, max_chars, tools.max_chars or max_chars)
-    seen = {" ".join(query.lower().split())}
-    unique: list[Recalled] = []
-    for item in found_rows:
-        key = " ".join(item.text.lower().split())
-        if item.role == "tool" and item.similarity < tools.min_similarity:
-            continue
-        if key not in seen:
-            seen.add(key)
-            unique.append(item)
-    return unique[:top_k]
+        if not others:
+            return
+        matrix = np.stack([decode_vector(r.embedding) for r in others])
+        if matrix.shape[1] == self.query_vector.shape[0]:
+            ids = np.asarray([r.message_id for r in others], dtype=np.int64)
+            self.hits.add(ids, matrix @ self.query_vector, wanted.min_similarity)
 
-
-async def _lazy(
-    state: AppState,
-    embedder: Embedder,
-    where: tuple[str, str, str | None],
-    missing: list[MissingMessage],
-    excluded: set[int],
-    query_vector: np.ndarray,
-    min_similarity: float,
-    hits: Hits,
-) -> None:
-    """Vectors the background has not stored yet: computed now, saved in the background."""
-    tenant_id, conversation_id, user = where
-    vectors = await embed_messages(embedder, missing, excluded)
-    with_vectors = [(m, v) for m, v in zip(missing, vectors, strict=True) if v is not None]
-    if with_vectors:
-        ids = np.asarray([m.id for m, _ in with_vectors], dtype=np.int64)
-        matrix = np.stack([v for _, v in with_vectors])
-        hits.add(ids, matrix @ query_vector, min_similarity)
-    task = asyncio.get_running_loop().create_task(
-        save_message_vectors(
-            state, tenant_id, conversation_id, user, embedder.name, missing, vectors
+    async def results(self) -> list[Recalled]:
+        """The best hits loaded, copies of the query and repeated texts dropped."""
+        wanted, tools = self.wanted, self.wanted.tools
+        # A few extra: copies of the query itself and repeated texts are dropped after loading.
+        best = self.hits.best(wanted.top_k + 4)
+        if not best:
+            return []
+        max_chars = wanted.max_chars
+        rows = await _load(
+            self.session, wanted.tenant_id, best, max_chars, tools.max_chars or max_chars
         )
-    )
-    state.background.add(task)
-    task.add_done_callback(state.background.discard)
+        seen = {" ".join(wanted.query.lower().split())}
+        unique: list[Recalled] = []
+        for item in rows:
+            key = " ".join(item.text.lower().split())
+            if item.role == "tool" and item.similarity < tools.min_similarity:
+                continue
+            if key not in seen:
+                seen.add(key)
+                unique.append(item)
+        return unique[: wanted.top_k]
 
 
 def _clip(text: str, limit: int) -> str:
@@ -312,32 +317,3 @@ async def _load(
         )
     found.sort(key=lambda r: -r.similarity)
     return found
-
-
-def _stamp(when: datetime) -> str:
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _item(item: Recalled, conversation_id: str) -> str:
-    """One recalled message: its header, then its text escaped. A message is on one line; a
-    tool result's lines are indented, so no quoted line can start an item or a role turn."""
-    where = "" if item.conversation_id == conversation_id else "another conversation, "
-    text = escape_delimiters(item.text)
-    if item.role != "tool":
-        return f"- ({where}turn {item.turn_number}, {_stamp(item.created_at)}, {item.role}) {text}"
-    name, call = (
-        escape_delimiters(" ".join((v or "?").split())) for v in (item.tool_name, item.tool_call_id)
-    )
-    head = (
-        f"- (turn {item.turn_number}, {_stamp(item.created_at)}, result of tool '{name}', "
-        f"call {call}, cleared from this prompt):"
-    )
-    return "\n".join([head, *("  " + line for line in text.split("\n"))])
-
-
-def render_recalled(recalled: Sequence[Recalled], conversation_id: str) -> str:
-    return "\n".join(
-        [RECALL_HEADER, *(_item(item, conversation_id) for item in recalled), RECALL_FOOTER]
-    )
