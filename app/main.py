@@ -42,6 +42,7 @@ from app.llm.client import LLMClient, RetryPolicy
 from app.llm.reach import HelperModels
 from app.llm.routing import ModelRouter, load_model_list
 from app.memories.router import router as memories_router
+from app.memories.runtime import MemoryRuntime
 from app.memories.save import router as conversation_save_router
 from app.messages.errors import anthropic_error_response
 from app.messages.router import ERROR_PREFIX as MESSAGES_PREFIX
@@ -50,7 +51,6 @@ from app.responses.compaction_door import router as responses_compaction_router
 from app.responses.router import router as responses_router
 from app.system.router import router as system_router
 from app.turns.calibration import TokenCalibration
-from app.turns.memory_runtime import MemoryRuntime
 from app.ui.router import install_ui
 
 if TYPE_CHECKING:

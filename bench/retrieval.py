@@ -42,7 +42,7 @@ from app.memories.retrieval import (
     rank,
     retrieve,
 )
-from app.turns.memory_runtime import MemoryRuntime
+from app.memories.runtime import MemoryRuntime
 from app.turns.memory_services import index_services
 from bench.retrieval_data import DISTRACTORS, LEXICAL, PARAPHRASED
 

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from app.keys.throttle import AuthThrottle
     from app.llm.client import LLMClient
     from app.llm.reach import HelperModels
+    from app.memories.runtime import MemoryRuntime
     from app.turns.calibration import TokenCalibration
-    from app.turns.memory_runtime import MemoryRuntime
 
 __all__ = ["AppState", "get_state"]
 

@@ -18,14 +18,9 @@ from app.embedders.embedder import Embedder
 from app.llm.client import LLMClient
 from app.llm.reach import HelperModels
 from app.memories.index_refresh import IndexServices
-from app.memories.indexes import MemoryIndexes
+from app.memories.runtime import MemoryRuntime
 
 __all__ = ["MemoryParts", "MemoryPartsDep", "get_memory_parts", "index_services"]
-
-
-class _Runtime(Protocol):
-    @property
-    def indexes(self) -> MemoryIndexes: ...
 
 
 class MemoryParts(Protocol):
@@ -39,9 +34,7 @@ class MemoryParts(Protocol):
     embedder: Embedder | None
     background: Tasks
     helpers: HelperModels | None
-
-    @property
-    def memory(self) -> _Runtime: ...
+    memory: MemoryRuntime
 
 
 async def get_memory_parts(request: Request) -> MemoryParts:

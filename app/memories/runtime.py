@@ -9,7 +9,7 @@ from app.compaction.locks import ConversationLocks
 from app.core.database import Database
 from app.core.settings import Settings
 from app.memories.indexes import MemoryIndexes
-from app.recall.backlog import VectorBacklog
+from app.recall.services import VectorBacklog
 from app.recall.vector_sets import VectorCache
 
 __all__ = ["MemoryRuntime"]
