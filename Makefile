@@ -107,7 +107,8 @@ typecheck: install
 
 # The whole suite on SQLite (tests taking `database_url` also run on PostgreSQL), then the
 # database-heavy in-process and end-to-end tests a second time with PostgreSQL as the backend.
-PG_SUITE ?= tests/integration tests/e2e tests/memories tests/reliability tests/perf tests/scale
+PG_SUITE ?= tests/integration tests/e2e tests/memories tests/compaction tests/recall tests/embedders \
+	tests/reliability tests/perf tests/scale
 
 test: install system-deps agents lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

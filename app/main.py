@@ -23,6 +23,7 @@ from app.core.redact import configure_redaction
 from app.core.settings import Settings, load_settings
 from app.core.textcheck import TextCheckMiddleware
 from app.demo.router import install_demo
+from app.embedders.embedder import build_embedder
 from app.embeddings.router import router as embeddings_router
 from app.keys.router import router as keys_router
 from app.keys.wiring import (
@@ -34,7 +35,6 @@ from app.keys.wiring import (
 from app.llm.client import LLMClient, RetryPolicy
 from app.llm.reach import HelperModels
 from app.llm.routing import ModelRouter, load_model_list
-from app.memories.embedder import build_embedder
 from app.memories.router import router as memories_router
 from app.memories.runtime import MemoryRuntime
 from app.memories.save import router as conversation_save_router

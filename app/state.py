@@ -23,13 +23,13 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
     from app.conversations.claims import HeadClaims
+    from app.embedders.embedder import Embedder
     from app.keys.caller import Caller
     from app.keys.limits import KeyLimits
     from app.keys.service import KeyService
     from app.keys.throttle import AuthThrottle
     from app.llm.client import LLMClient
     from app.llm.reach import HelperModels
-    from app.memories.embedder import Embedder
     from app.memories.runtime import MemoryRuntime
     from app.summary_cache.summary import SummaryCache
     from app.tokens.calibration import TokenCalibration
@@ -85,8 +85,11 @@ if TYPE_CHECKING:
     from app.core.deps import Storage
     from app.keys.auth import Gate
     from app.llm.reach import HelperSource
+    from app.memories.deps import MemoryParts
 
-    def _fulfils(state: AppState) -> tuple[Storage, Gate, EngineServices, HelperSource]:
+    def _fulfils(
+        state: AppState,
+    ) -> tuple[Storage, Gate, EngineServices, HelperSource, MemoryParts]:
         """The services the packages below ask for, by ``Protocol``: mypy checks here that
         the state has every one of them, with the same types."""
-        return state, state, state, state
+        return state, state, state, state, state

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from app.memories.embedded import EmbeddedEmbedder
+from app.embedders.embedded import EmbeddedEmbedder
 from app.state import AppState
 from app.tokens.counter import warm_encodings
 

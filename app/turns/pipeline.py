@@ -29,11 +29,11 @@ from app.conversations.stamp import Stamp
 from app.db.models import new_id
 from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
-from app.memories.hooks import schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
 from app.state import AppState
 from app.tokens.calibration import sample_ratio
 from app.tokens.counter import REPLY_PRIMER
+from app.turns.after_turn import schedule_memory_work
 from app.turns.assembly import (
     Loaded,
     load_assembly,

@@ -8,12 +8,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from app.compaction.repository import summary_repository
+from app.compaction.schemas import SummaryOut
 from app.conversations.repository import conversation_repository
 from app.conversations.service import conversation_service
 from app.core.errors import BadRequest
 from app.keys.auth import CallerDep
-from app.memories.repository import memory_repository
-from app.memories.schemas import SummaryOut
 from app.responses.conversations.items_service import items_service
 from app.responses.conversations.schemas import (
     ConversationCreate,
@@ -88,7 +88,7 @@ async def get_conversation(
     async with state.database.reading() as session:
         conversation = await conversation_service.get(session, caller.tenant_id, conversation_id)
         messages = await conversation_service.messages(session, conversation)
-        summaries = await memory_repository.all_summaries(
+        summaries = await summary_repository.all_summaries(
             session, caller.tenant_id, conversation.id
         )
     summary = ConversationSummary.model_validate(conversation, from_attributes=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.compaction.repository import TurnSpan
 from app.db.models import Message
-from app.memories.repository import TurnSpan
 from app.tokens.counter import text_of
 
 __all__ = ["CompactionWindow", "render_transcript", "select_window"]
