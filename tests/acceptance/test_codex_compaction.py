@@ -21,9 +21,9 @@ import httpx
 import orjson
 import pytest
 
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
 from tests.support.agents import CODEX, npm_agent
+from tests.support.e2e import module_server
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,7 @@ from sqlalchemy import update
 from app.core.database import create_database
 from app.core.settings import Settings
 from app.db.models import ApiKey, UiSession
-from tests.cli.test_cli_keys import invoke
+from tests.commands.test_cli_keys import invoke
 
 MASTER = "sk-master-hardening-123456"
 
