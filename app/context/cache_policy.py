@@ -26,6 +26,10 @@ class CachePolicy:
     clear_at_least_tokens: int = 4000
     exclude_tools: frozenset[str] = field(default_factory=frozenset)
     cache_hints: bool = True
+    # The high-water mark is a share of the room left beside what every call sends (system
+    # prompts, tools); a ratio the request gives (or Anthropic's ``trigger``) is taken as
+    # written: a share of the whole budget.
+    high_water_of_room: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,4 +81,5 @@ def cache_policy(
         ),
         exclude_tools=frozenset(exclude),
         cache_hints=_pick(options.cache_hints, _pick(model.cache_hints, settings.cache_hints)),
+        high_water_of_room=options.high_water_ratio is None,
     )

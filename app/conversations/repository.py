@@ -18,15 +18,17 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    or_,
     select,
     union,
     union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from app.conversations.messages import HISTORY_COLUMNS
-from app.db.models import Conversation, ConversationSummaryRow, Message
+from app.db.models import Conversation, ConversationSummaryRow, Message, PromptLedgerRow
 from app.db.models.base import utcnow
 from app.db.repository import TenantRepository
 
@@ -36,16 +38,18 @@ __all__ = ["ConversationRepository", "conversation_repository"]
 class ConversationRepository(TenantRepository[Conversation]):
     async def get_with_summaries(
         self, session: AsyncSession, tenant_id: str, conversation_id: str
-    ) -> tuple[Conversation | None, list[ConversationSummaryRow]]:
-        """The conversation and its active (unmerged) summaries, in one statement.
+    ) -> tuple[Conversation | None, list[ConversationSummaryRow], PromptLedgerRow | None]:
+        """The conversation, its active (unmerged) summaries and the prompt owner's ledger
+        (app/turns/owner.py), in one statement.
 
         The summaries are what ``MemoryRepository.active_summaries`` returns, in its order.
         """
         params = {"conversation_id": conversation_id, "tenant_id": tenant_id}
         rows = (await session.execute(_WITH_SUMMARIES, params)).all()
         if not rows:
-            return None, []
-        return rows[0][0], [row[1] for row in rows if row[1] is not None]
+            return None, [], None
+        summaries = [row[1] for row in rows if row[1] is not None]
+        return rows[0][0], summaries, rows[0][2]
 
     async def update_if_unchanged(
         self,
@@ -247,14 +251,35 @@ _messages = cast(Table, Message.__table__)
 _conversations = cast(Table, Conversation.__table__)
 
 _INSERT_MESSAGE = insert(_messages)
+_ACTIVE_SUMMARY = and_(
+    ConversationSummaryRow.conversation_id == Conversation.id,
+    ConversationSummaryRow.merged_into.is_(None),
+    ConversationSummaryRow.kind == "compaction",
+)
+_other = aliased(ConversationSummaryRow)
+_FIRST_SUMMARY = (
+    select(func.min(_other.first_turn))
+    .where(
+        _other.conversation_id == Conversation.id,
+        _other.merged_into.is_(None),
+        _other.kind == "compaction",
+    )
+    .correlate(Conversation)
+    .scalar_subquery()
+)
 _WITH_SUMMARIES = (
-    select(Conversation, ConversationSummaryRow)
+    select(Conversation, ConversationSummaryRow, PromptLedgerRow)
+    .outerjoin(ConversationSummaryRow, _ACTIVE_SUMMARY)
+    # The ledger (one per conversation, which carries the tenant) rides on the first row only:
+    # its encoded prompt is large, and a conversation may have several summaries.
     .outerjoin(
-        ConversationSummaryRow,
+        PromptLedgerRow,
         and_(
-            ConversationSummaryRow.conversation_id == Conversation.id,
-            ConversationSummaryRow.merged_into.is_(None),
-            ConversationSummaryRow.kind == "compaction",
+            PromptLedgerRow.conversation_id == Conversation.id,
+            or_(
+                ConversationSummaryRow.first_turn.is_(None),
+                ConversationSummaryRow.first_turn == _FIRST_SUMMARY,
+            ),
         ),
     )
     .where(

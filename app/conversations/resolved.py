@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.errors import Conflict
-from app.db.models import Conversation, ConversationSummaryRow
+from app.db.models import Conversation, ConversationSummaryRow, PromptLedgerRow
 
 __all__ = ["HeadMoved", "ResolvedConversation"]
 
@@ -33,6 +33,9 @@ class ResolvedConversation:
     # Continue exactly after the first ``at`` stored messages (Responses'
     # previous_response_id): a turn stored after another one got there first goes on a branch.
     at: int | None = None
+    # The prompt owner's ledger row, when read with the conversation (``ledger_read``).
+    ledger_row: PromptLedgerRow | None = None
+    ledger_read: bool = False
 
     @property
     def is_new(self) -> bool:

@@ -64,7 +64,7 @@ class ConversationService:
         """The conversation a turn goes on (by id, else by its leading messages); ``at``: the
         stored length it must still have (else ``HeadMoved``)."""
         if conversation_id is not None:
-            conversation, summaries = await repository.get_with_summaries(
+            conversation, summaries, ledger = await repository.get_with_summaries(
                 session, tenant_id, conversation_id
             )
             if conversation is None:
@@ -76,7 +76,9 @@ class ConversationService:
             if at is not None and conversation.message_count != at:
                 raise HeadMoved(conversation.id, at)
             start = await self._new_start(session, conversation, incoming_hashes)
-            return ResolvedConversation(conversation.id, conversation, start, summaries, at)
+            return ResolvedConversation(
+                conversation.id, conversation, start, summaries, at, ledger, ledger_read=True
+            )
         return await self._match_by_prefix(session, tenant_id, incoming_hashes)
 
     async def _new_start(

@@ -14,7 +14,7 @@ from app.db.models import PromptLedgerRow, utcnow
 from app.db.repository import TenantScope
 from app.turns.owner import Ledger
 
-__all__ = ["load_ledger", "save_ledger"]
+__all__ = ["ledger_of", "load_ledger", "save_ledger"]
 
 _scope: TenantScope[PromptLedgerRow] = TenantScope(PromptLedgerRow)
 _COLUMNS = (
@@ -33,6 +33,11 @@ async def load_ledger(session: AsyncSession, tenant_id: str, conversation_id: st
             )
         )
     ).scalar_one_or_none()
+    return ledger_of(row)
+
+
+def ledger_of(row: PromptLedgerRow | None) -> Ledger | None:
+    """The ledger a stored row holds (read alone, or with its conversation)."""
     if row is None:
         return None
     return Ledger(

@@ -4,9 +4,9 @@ A coding agent's task is one user turn of dozens of tool calls, so when its prom
 high-water mark there is no older history to cut: what can go is the loop's own old tool
 results. They are cleared to the same placeholders the cache-aware fit writes for older turns
 (the full result stays stored, and recall brings it back when a question needs it), oldest
-first, until the loop fits its target; the newest ``keep_tool_results`` and the operator's
-excluded tools stay raw, and the loop's assistant messages (their thinking and signatures)
-are never touched.
+first, until the loop fits its target; the newest ``keep_tool_results`` (this call's new
+results count among them, and are never cleared) and the operator's excluded tools stay raw,
+and the loop's assistant messages (their thinking and signatures) are never touched.
 """
 
 from __future__ import annotations
@@ -56,14 +56,17 @@ def clear_loop_results(
         index
         for index, m in enumerate(current)
         if m.role == "tool"
-        and m.stored  # this call's results reach the model at least once, raw
         and names.get(str(m.tool_call_id), m.name or "tool") not in policy.exclude_tools
     ]
+    # The newest ``keep_tool_results`` stay raw, this call's new ones among them (as Anthropic's
+    # ``clear_tool_uses`` keeps the most recent tool uses, the latest included).
     keep = max(1, policy.keep_tool_results)
     for index in results[:-keep]:
         if total <= target:
             break
         message = current[index]
+        if not message.stored:
+            continue  # this call's results reach the model at least once, raw
         name = names.get(str(message.tool_call_id), message.name or "tool")
         text = placeholder_text(name, str(message.tool_call_id), message.token_count)
         tokens = count({"role": "tool", "content": text, "tool_call_id": message.tool_call_id})

@@ -67,10 +67,21 @@ class Watermarks:
     low: int
 
     @classmethod
-    def of(cls, budget: int, policy: CachePolicy) -> Watermarks:
-        high = max(1, int(budget * policy.high_water_ratio))
+    def of(cls, budget: int, policy: CachePolicy, fixed: int = 0) -> Watermarks:
+        """``fixed``: what every call sends whatever the history (system prompts, tools).
+
+        The high-water mark sits on the room the client leaves: ``fixed + ratio x (budget -
+        fixed)``. An agent whose own system prompt and tools take a third of the budget then
+        appends as many tool results between rebases as one with a short prompt would, instead
+        of rebasing twice as often. The low-water mark stays a share of the whole budget: a
+        rebase clears down to it (all the loop's older results, when the fixed part is above
+        it), which leaves the most room before the next one. A ratio the request gave (or
+        Anthropic's ``trigger``) is a share of the whole budget, as the client wrote it.
+        """
+        fixed = max(0, min(fixed, budget)) if policy.high_water_of_room else 0
+        high = max(1, fixed + int((budget - fixed) * policy.high_water_ratio))
         low = max(1, int(budget * min(policy.low_water_ratio, policy.high_water_ratio)))
-        return cls(budget, high, low)
+        return cls(budget, high, min(low, high))
 
 
 @dataclass(frozen=True, slots=True)

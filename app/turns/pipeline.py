@@ -41,7 +41,7 @@ from app.turns.assembly import (
 )
 from app.turns.calibration import sample_ratio
 from app.turns.context import RecordHook, TurnContext
-from app.turns.ledger_repository import load_ledger, save_ledger
+from app.turns.ledger_repository import ledger_of, load_ledger, save_ledger
 from app.turns.loop_step import LoopStep, load_loop_step
 from app.turns.marks import place_marks
 from app.turns.observe import observe_chat
@@ -157,7 +157,6 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     policy = cache_policy(
         state.settings, request.context.cache, deployment.cache if deployment else None
     )
-    marks = Watermarks.of(budget.total, policy)
     own_hash = content_hash(own_system.to_openai()) if own_system is not None else ""
     loaded: Loaded | None = None
     step: LoopStep | None = None
@@ -186,8 +185,11 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         budget.system, budget.current = shape.system_tokens, shape.current_tokens
         if own_system is not None:
             budget.system += own_system.token_count
+        marks = Watermarks.of(budget.total, policy, fixed=budget.system + budget.tools)
         ledger = None
-        if policy.enabled and resolved.conversation is not None:
+        if resolved.ledger_read:  # read with the conversation, in the same statement
+            ledger = ledger_of(resolved.ledger_row) if policy.enabled else None
+        elif policy.enabled and resolved.conversation is not None:
             ledger = await load_ledger(session, context.caller.tenant_id, resolved.conversation_id)
         decision = decide(
             ledger,

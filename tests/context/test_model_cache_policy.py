@@ -49,6 +49,9 @@ def test_the_request_wins_over_the_model_which_wins_over_the_settings() -> None:
     policy = cache_policy(settings, request, model)
     assert policy.keep_tool_results == 1
     assert policy.high_water_ratio == 0.6
+    assert policy.high_water_of_room  # the operator's mark: a share of the room left
+    explicit = cache_policy(settings, CacheOptions(high_water_ratio=0.3), model)
+    assert not explicit.high_water_of_room  # the request's: a share of the whole budget
     # Protected tools add up: no level can unprotect another's.
     assert policy.exclude_tools == {"todo_write", "grep", "read_file"}
 

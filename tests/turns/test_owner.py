@@ -52,6 +52,36 @@ def test_marks_follow_the_policy() -> None:
     assert inverted.low == inverted.high == 500  # low never above high
 
 
+def test_the_high_mark_sits_on_the_room_the_client_leaves() -> None:
+    """An agent whose system prompt and tools take 3,000 of 10,000 tokens gets 0.75 of the
+    7,000 it leaves before a rebase, not 0.75 of the whole; the low mark stays a share of the
+    whole budget, so a rebase still clears down as far as before."""
+    policy = CachePolicy(high_water_ratio=0.75, low_water_ratio=0.3)
+    agent = Watermarks.of(10_000, policy, fixed=3_000)
+    assert (agent.high, agent.low) == (3_000 + 5_250, 3_000)
+    assert Watermarks.of(10_000, policy, fixed=0) == MARKS
+    everything = Watermarks.of(10_000, policy, fixed=20_000)  # the fixed part alone overflows
+    assert everything.high == 10_000
+    assert everything.low <= everything.high
+
+
+def test_a_ratio_the_request_gave_is_a_share_of_the_whole_budget() -> None:
+    """Anthropic's ``trigger`` (30,000 input tokens) fires at 30,000, whatever is fixed."""
+    policy = CachePolicy(high_water_ratio=0.3, low_water_ratio=0.1, high_water_of_room=False)
+    assert Watermarks.of(100_000, policy, fixed=20_000).high == 30_000
+
+
+def test_a_large_fixed_part_still_leaves_three_quarters_of_the_room_to_append() -> None:
+    """After a rebase an agent's prompt is at least its fixed part; what it can append before
+    the next rebase is 0.75 of the room left, where a mark on the whole budget left less
+    (7,500 - 6,000 = 1,500 of 4,000 here: a rebase every few calls)."""
+    policy = CachePolicy(high_water_ratio=0.75, low_water_ratio=0.3)
+    for fixed in (4_000, 6_000, 8_000):
+        marks = Watermarks.of(10_000, policy, fixed=fixed)
+        assert marks.high - fixed == int(0.75 * (10_000 - fixed))
+        assert marks.high - fixed > MARKS.high - fixed
+
+
 def test_a_call_that_fits_keeps_the_ledger_in_its_epoch() -> None:
     decision = decide(ledger(), call(), MARKS)
     assert decision.keep

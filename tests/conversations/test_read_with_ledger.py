@@ -1,0 +1,97 @@
+"""The conversation row, its active summaries and the prompt owner's ledger come back in one
+statement (issue 26: a continued request issues 6), whatever the number of summaries, and
+each caller reads only its own."""
+
+from __future__ import annotations
+
+import orjson
+from sqlalchemy import event
+
+from app.conversations.repository import conversation_repository
+from app.core.database import create_database
+from app.db.models import Conversation, ConversationSummaryRow, PromptLedgerRow
+from app.turns.ledger_repository import ledger_of
+
+
+def _summary(
+    conversation_id: str, first: int, merged_into: str | None = None
+) -> ConversationSummaryRow:
+    return ConversationSummaryRow(
+        conversation_id=conversation_id,
+        tenant_id="t1",
+        first_turn=first,
+        last_turn=first + 1,
+        episodic=f"turns {first}-{first + 1}",
+        facts=[],
+        merged_into=merged_into,
+    )
+
+
+def _ledger(conversation_id: str) -> PromptLedgerRow:
+    messages = [{"role": "user", "content": "hello " * 1000}]
+    return PromptLedgerRow(
+        conversation_id=conversation_id,
+        tenant_id="t1",
+        epoch=3,
+        answer_sequence=7,
+        messages=orjson.dumps(messages),
+        artifacts=orjson.dumps([]),
+    )
+
+
+async def test_summaries_and_ledger_in_one_statement(database_url: str) -> None:
+    database = create_database(database_url)
+    try:
+        async with database.writing() as session:
+            session.add_all(
+                [
+                    Conversation(id="conv_a", tenant_id="t1"),
+                    Conversation(id="conv_b", tenant_id="t1"),
+                    Conversation(id="conv_c", tenant_id="t1"),
+                ]
+            )
+            await session.flush()
+            session.add_all(
+                [
+                    _summary("conv_a", 4),
+                    _summary("conv_a", 0),
+                    _summary("conv_a", 8),
+                    _summary("conv_a", 2, merged_into="sum_x"),  # merged: not active
+                    _ledger("conv_a"),
+                    _ledger("conv_b"),
+                ]
+            )
+        statements: list[str] = []
+
+        def count(*_args: object) -> None:
+            statements.append("statement")
+
+        event.listen(database.engine.sync_engine, "before_cursor_execute", count)
+        async with database.reading() as session:
+            a = await conversation_repository.get_with_summaries(session, "t1", "conv_a")
+            b = await conversation_repository.get_with_summaries(session, "t1", "conv_b")
+            c = await conversation_repository.get_with_summaries(session, "t1", "conv_c")
+            other = await conversation_repository.get_with_summaries(session, "t2", "conv_a")
+        event.remove(database.engine.sync_engine, "before_cursor_execute", count)
+        assert len(statements) == 4  # one each
+
+        conversation, summaries, row = a
+        assert conversation is not None
+        assert conversation.id == "conv_a"
+        assert [s.first_turn for s in summaries] == [0, 4, 8]  # active only, in order
+        ledger = ledger_of(row)
+        assert ledger is not None
+        assert (ledger.epoch, ledger.answer_sequence) == (3, 7)
+        assert ledger.messages[0]["content"].startswith("hello ")
+
+        conversation, summaries, row = b  # a ledger, no summary
+        assert summaries == []
+        assert row is not None
+        assert row.conversation_id == "conv_b"
+        conversation, summaries, row = c  # a summary-less, ledger-less conversation
+        assert conversation is not None
+        assert summaries == []
+        assert row is None
+        assert other == (None, [], None)  # another tenant sees nothing of it
+    finally:
+        await database.dispose()
