@@ -178,6 +178,9 @@ async def _drain(state: Any) -> None:
 
     while state.background:
         await asyncio.gather(*list(state.background), return_exceptions=True)
+    # The learned token ratios are written every few seconds in the background: written now,
+    # they cannot fall into the next request's count.
+    await state.calibration.flush()
 
 
 async def measure(

@@ -166,6 +166,11 @@ async def prepare_memory(
     conversation = resolved.conversation
     if rewrite and conversation is not None and conversation.message_count:
         await _compaction_and_bundle(state, context, session, resolved, new, budget, memory)
+    elif conversation is not None:
+        # The kept prompt was built on the compaction boundary: the window is loaded from it,
+        # not from the conversation's first message (history length stays free).
+        memory.boundary_tokens = conversation.compacted_tokens
+        memory.boundary_sequence = conversation.compacted_sequence
     user_texts = [text_of(m.content) for m in new if m.role == "user"]
     wanted = request.context.memory and request.user
     if user_texts and (wanted or date_prefix_wanted(state, request.context)):

@@ -8,13 +8,15 @@ and one of 2,000 must issue exactly the same statements.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import event
 
 from app.conversations.messages import ConversationMessage
+from app.conversations.repository import ConversationRepository
 from app.conversations.service import conversation_service
 from app.core.settings import Settings
 from app.main import create_app
@@ -44,7 +46,12 @@ async def _seed(state: Any, count: int, repeat: int = 8) -> str:
 
 
 async def _statements_per_turn(
-    settings: Settings, sizes: list[int], *, drain: bool = False, repeat: int = 8
+    settings: Settings,
+    sizes: list[int],
+    *,
+    drain: bool = False,
+    repeat: int = 8,
+    seed: Callable[[Any, int], Awaitable[str]] | None = None,
 ) -> dict[int, list[str]]:
     """The SQL (first words) one continuing request issues, per stored-history size;
     ``drain``: the after-answer work of each turn finished before the next is counted."""
@@ -56,7 +63,10 @@ async def _statements_per_turn(
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://cg") as client:
             for size in sizes:
-                conversation_id = await _seed(state, size, repeat)
+                if seed is not None:
+                    conversation_id = await seed(state, size)
+                else:
+                    conversation_id = await _seed(state, size, repeat)
                 for turn in range(WARM_TURNS + 1):  # the last is counted: compaction caught up
                     while drain and state.background:
                         await asyncio.gather(*list(state.background), return_exceptions=True)
@@ -129,3 +139,43 @@ async def test_round_trips_do_not_grow_with_history_with_message_recall_on(
     seen = await _statements_per_turn(settings, [300, 1_000], drain=True)
     assert seen[300] == seen[1_000], (seen[300], seen[1_000])
     assert 0 < len(seen[1_000]) <= 7, seen[1_000]  # the above, and the recalled messages
+
+
+async def test_a_continued_turn_loads_the_window_not_the_history(
+    make_settings: Callable[..., Settings],
+    database_url: str,
+    fake_upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 26: the same statements are not enough, the rows they read must not grow either.
+    New user turns on the kept prompt of a conversation of 2,000 stored messages, compacted
+    but for its last ten turns (bench/assembly.py's steady state), load the messages from the
+    compaction boundary on, not the whole history (which they did: the kept path left the
+    boundary out, 10,000 rows a request at 10,000 stored messages)."""
+    from bench.assembly import seed
+
+    loaded: dict[str, list[int]] = {}
+    original = ConversationRepository.context_messages
+
+    async def counting(
+        self: ConversationRepository, session: Any, conversation_id: str, **kw: Any
+    ) -> Any:
+        rows = await original(self, session, conversation_id, **kw)
+        loaded.setdefault(conversation_id, []).append(len(rows))
+        return rows
+
+    monkeypatch.setattr(ConversationRepository, "context_messages", counting)
+    fake_upstream.script("fake-summarizer", [SUMMARY] * 200)
+    settings = make_settings(
+        database_url=database_url,
+        summarizer_model="fake-summarizer",
+        memory_extraction_mode="off",
+        embedder="bm25",
+        summary_every_pairs=0,
+    )
+    await _statements_per_turn(
+        settings, [2_000], drain=True, seed=lambda state, size: seed(state, TENANT, size)
+    )
+    (rows,) = loaded.values()
+    # The ten raw turns, the turns since and the system prompt: never the 2,000 stored.
+    assert max(rows[1:]) <= 20 + 2 * (WARM_TURNS + 1) + 1, rows
