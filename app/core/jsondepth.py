@@ -6,11 +6,18 @@ limit). A body nested past one of them used to answer 500 somewhere inside (or a
 the upstream). It is refused once, at the door, well below all of them:
 ``CONTEXTGATE_MAX_JSON_DEPTH`` (64 by default; a tool's JSON schema rarely nests past 20).
 
-The check costs two ``bytes.count`` calls for most bodies; only a body with more brackets than
-the limit has its strings cut out and its brackets peeled level by level (a few ms per MB).
+The check costs two ``bytes.count`` calls for most bodies. A body with more brackets than the
+limit (an agent's whole history) is parsed by orjson, which refuses past 1,024 levels by itself,
+and its arrays and objects are walked: ~1 ms per MB, where cutting the strings out of the
+bytes took ~5 ms per MB. Only what orjson refuses (nesting past its own limit, a lone surrogate
+escape) has its strings cut out and its brackets peeled level by level.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import orjson
 
 __all__ = ["DEFAULT_MAX_JSON_DEPTH", "nesting_exceeds"]
 
@@ -25,6 +32,36 @@ def nesting_exceeds(body: bytes, limit: int) -> bool:
     """Whether the arrays and objects of the JSON text ``body`` nest deeper than ``limit``.
 
     Invalid JSON (unbalanced brackets) is not judged here: the parser refuses it after."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return scan_exceeds(body, limit)
+    return _value_exceeds(parsed, limit)
+
+
+def _value_exceeds(value: Any, limit: int) -> bool:
+    """Whether a parsed value's arrays and objects nest deeper than ``limit`` (iteratively:
+    only containers are visited, and the walk stops at the first one too deep)."""
+    if not isinstance(value, (dict, list)):
+        return False
+    if limit < 1:
+        return True
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                pending.append((child, depth + 1))
+    return False
+
+
+def scan_exceeds(body: bytes, limit: int) -> bool:
+    """The same judgement on the bytes alone, for what orjson does not parse."""
     if body.count(b"[") + body.count(b"{") <= limit:
         return False
     brackets = _outside_strings(body).translate(_SQUARE, _NOT_BRACKET)

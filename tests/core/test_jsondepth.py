@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.jsondepth import nesting_exceeds
+from app.core.jsondepth import nesting_exceeds, scan_exceeds
 
 # Strings full of brackets, quotes and backslashes: none of them is nesting.
 TRICKY = st.text(st.sampled_from('[]{}"\\ab'), max_size=8)
@@ -39,6 +39,8 @@ def test_agrees_with_the_parsed_depth(value: Any, levels: int, limit: int) -> No
     wrapped = _wrap(value, levels)
     raw = json.dumps(wrapped).encode()
     assert nesting_exceeds(raw, limit) == (_depth(wrapped) > limit)
+    # The byte scan (what orjson does not parse falls back to) judges the same.
+    assert scan_exceeds(raw, limit) == (_depth(wrapped) > limit)
 
 
 def test_limits_and_invalid_json() -> None:
@@ -46,3 +48,13 @@ def test_limits_and_invalid_json() -> None:
     assert nesting_exceeds(b"[" * 65 + b"]" * 65, 64)
     assert not nesting_exceeds(b'["' + b"[" * 500 + b'"]', 64)  # inside a string
     assert not nesting_exceeds(b"[" * 500, 64)  # unbalanced: the parser refuses it
+
+
+def test_what_orjson_refuses_is_judged_on_the_bytes() -> None:
+    """orjson refuses past 1,024 levels and a lone surrogate escape (which the stdlib parser
+    takes, and the door then refuses with its own message): the bytes are judged instead."""
+    assert nesting_exceeds(b"[" * 2000 + b"]" * 2000, 64)
+    lone = b'["\\ud800", ' + b"[" * 70 + b"1" + b"]" * 70 + b"]"
+    assert nesting_exceeds(lone, 64)
+    assert not nesting_exceeds(b'["\\ud800", ' + b"[" * 70 + b"]" * 70 + b"]", 80)
+    assert not nesting_exceeds(b'"' + b"[" * 100 + b'"', 64)  # a string, not nesting
