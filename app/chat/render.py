@@ -9,28 +9,28 @@ OpenAI sends it), then ``data: [DONE]``.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import orjson
 
 from app.core.errors import ContextGateError, error_body
 from app.turns.pipeline import Prepared
 from app.turns.service import TurnResult
+from app.wire.chat import ChatUsage
+from app.wire.stream import ChatChunk, ChunkChoice, Delta
 
 __all__ = ["ChatStreamRenderer", "completion_body"]
 
 DONE = b"data: [DONE]\n\n"
-_EMPTY_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+_EMPTY_USAGE: ChatUsage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
-def sse(payload: dict[str, Any]) -> bytes:
+def sse(payload: object) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
-def completion_body(result: TurnResult) -> dict[str, Any]:
-    body = dict(result.completion or {})
-    body.update(result.extensions())
-    return body
+def completion_body(result: TurnResult) -> dict[str, object]:
+    """The ``chat.completion`` with contextgate's fields beside OpenAI's."""
+    return {**(result.completion or {}), **result.extensions()}
 
 
 class ChatStreamRenderer:
@@ -41,10 +41,10 @@ class ChatStreamRenderer:
         self.created = int(time.time())
         self.fingerprint: str | None = None
         self.role_sent: set[int] = set()
-        self.usage: dict[str, Any] | None = None
+        self.usage: ChatUsage | None = None
 
-    def _envelope(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
-        chunk: dict[str, Any] = {
+    def _envelope(self, choices: list[ChunkChoice]) -> ChatChunk:
+        chunk: ChatChunk = {
             "id": self.chunk_id,
             "object": "chat.completion.chunk",
             "created": self.created,
@@ -58,14 +58,14 @@ class ChatStreamRenderer:
     def start(self) -> list[bytes]:
         return []
 
-    def chunk(self, chunk: dict[str, Any]) -> list[bytes]:
+    def chunk(self, chunk: ChatChunk) -> list[bytes]:
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         if chunk.get("system_fingerprint"):
             self.fingerprint = chunk["system_fingerprint"]
-        out = []
+        out: list[ChunkChoice] = []
         for choice in chunk["choices"]:
-            index, delta = choice["index"], dict(choice["delta"])
+            index, delta = choice["index"], Delta(**choice["delta"])
             delta.pop("role", None)
             delta.pop("thinking_blocks", None)  # not OpenAI's; kept in the stored answer
             if index not in self.role_sent:
@@ -89,8 +89,7 @@ class ChatStreamRenderer:
         last = self._envelope([])
         if self.prepared.request.include_usage:
             last["usage"] = self.usage or _EMPTY_USAGE
-        last.update(result.extensions())
-        return [sse(last), DONE]
+        return [sse({**last, **result.extensions()}), DONE]
 
     def fail(self, error: ContextGateError) -> list[bytes]:
         return [sse(error_body(error.message, error.error_type, error.code, error.param))]

@@ -9,6 +9,7 @@ prefixes automatically and needs nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from app.context.metadata import ContextUtilization, CostInfo
@@ -73,7 +74,7 @@ def add_cache_hints(messages: list[dict[str, Any]], system_count: int, prefix_co
     return placed
 
 
-def provider_cache_usage(utilization: ContextUtilization, usage: dict[str, Any] | None) -> None:
+def provider_cache_usage(utilization: ContextUtilization, usage: Mapping[str, Any] | None) -> None:
     """Copy the provider's cache reads and writes (1-hour ones apart) into ``cache_stats``, read
     as they are priced (app/llm/pricing.py)."""
     if not usage:

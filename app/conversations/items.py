@@ -12,15 +12,24 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from app.context.tokens import text_of
 from app.db.models import Message
-from app.responses.translate import function_call_item, message_item, reasoning_item
+from app.responses.output import function_call_item, message_item, reasoning_item
+from app.wire.chat import ThinkingBlockParam, ToolCall
+from app.wire.responses import (
+    FunctionCallOutputItem,
+    InputContentPart,
+    InputFilePart,
+    InputImagePart,
+    ItemStatus,
+    OutputItem,
+)
 
 __all__ = ["DELETED", "Item", "StoredItem", "derived_id", "message_items", "parse_derived_id"]
 
-Item = dict[str, Any]
+Item = OutputItem | FunctionCallOutputItem
 
 # A stored message the user deleted through the Conversations API: kept, never sent again.
 DELETED = "deleted"
@@ -54,24 +63,24 @@ def parse_derived_id(item_id: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
-def _input_part(part: Any) -> Item:
-    """A chat content part as a Responses input part."""
+def _input_part(part: Any) -> InputContentPart:
+    """A chat content part (as stored: JSON) as a Responses input part."""
     if not isinstance(part, dict):
         return {"type": "input_text", "text": str(part)}
     kind = part.get("type")
     if kind == "image_url":
         image = part.get("image_url") or {}
         url = image.get("url") if isinstance(image, dict) else image
-        data: Item = {"type": "input_image", "image_url": url}
+        data: InputImagePart = {"type": "input_image", "image_url": url}
         if isinstance(image, dict) and image.get("detail"):
             data["detail"] = image["detail"]
         return data
     if kind == "file":
-        return {"type": "input_file", **(part.get("file") or {})}
+        return cast(InputFilePart, {"type": "input_file", **(part.get("file") or {})})
     return {"type": "input_text", "text": str(part.get("text") or "")}
 
 
-def _input_content(content: Any) -> list[Item]:
+def _input_content(content: Any) -> list[InputContentPart]:
     if isinstance(content, list):
         return [_input_part(part) for part in content]
     return [{"type": "input_text", "text": text_of(content)}]
@@ -79,15 +88,16 @@ def _input_content(content: Any) -> list[Item]:
 
 def _bodies(row: Message) -> list[Item]:
     """The message's items, without ids."""
-    status = "incomplete" if row.status == "incomplete" else "completed"
+    status: ItemStatus = "incomplete" if row.status == "incomplete" else "completed"
     if row.role == "assistant":
         items: list[Item] = []
-        if row.reasoning_content or row.thinking_blocks:
-            items.append(reasoning_item("", row.reasoning_content, row.thinking_blocks))
+        blocks = cast(list[ThinkingBlockParam] | None, row.thinking_blocks)  # stored JSON
+        if row.reasoning_content or blocks:
+            items.append(reasoning_item("", row.reasoning_content, blocks))
         text = text_of(row.content)
         if text:
             items.append(message_item("", text, status))
-        for call in row.tool_calls or ():
+        for call in cast(list[ToolCall], row.tool_calls or []):
             items.append(function_call_item("", call, status))
         return items
     if row.role == "tool":

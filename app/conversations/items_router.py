@@ -74,7 +74,7 @@ async def get_item(
 ) -> dict[str, Any]:
     async with state.database.reading() as session:
         found = await items_service.find(session, caller.tenant_id, conversation_id, item_id)
-    return found.item
+    return dict(found.item)
 
 
 @router.delete("/{item_id}", response_model=ConversationSummary)

@@ -13,11 +13,14 @@ import hashlib
 import math
 import re
 import struct
-from typing import Any
+from collections.abc import Sequence
+from typing import cast
 
 import orjson
 
 from app.context.tokens import TokenCounter, text_of
+from app.wire.chat import ChatMessage, ChatUsage, ToolCall
+from app.wire.json import JSONObject
 
 __all__ = ["DEMO_CREATED", "DEMO_MODELS", "answer", "embed", "usage"]
 
@@ -31,12 +34,13 @@ _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _TOOL_ASK = re.compile(r"\b(use|call|run|check|look up|weather)\b", re.I)
 
 
-def _system(messages: list[dict[str, Any]]) -> str:
-    first = messages[0] if messages else {}
-    return text_of(first.get("content")) if first.get("role") == "system" else ""
+def _system(messages: Sequence[ChatMessage]) -> str:
+    if not messages or messages[0].get("role") != "system":
+        return ""
+    return text_of(messages[0].get("content"))
 
 
-def _last(messages: list[dict[str, Any]], role: str) -> dict[str, Any] | None:
+def _last(messages: Sequence[ChatMessage], role: str) -> ChatMessage | None:
     return next((m for m in reversed(messages) if m.get("role") == role), None)
 
 
@@ -46,7 +50,7 @@ def _sentences(text: str, limit: int) -> str:
     return (" ".join(picked) or text.strip())[:600]
 
 
-def _plan(messages: list[dict[str, Any]]) -> str:
+def _plan(messages: Sequence[ChatMessage]) -> str:
     """An ArtifactPlan: summarize long artifacts, include short ones in full."""
     decisions = []
     for priority, (artifact_id, preview) in enumerate(
@@ -69,11 +73,11 @@ def _plan(messages: list[dict[str, Any]]) -> str:
     return orjson.dumps({"artifacts": decisions, "reasoning": reasoning}).decode()
 
 
-def _user_text(messages: list[dict[str, Any]]) -> str:
+def _user_text(messages: Sequence[ChatMessage]) -> str:
     return "\n".join(text_of(m.get("content")) for m in messages if m.get("role") != "system")
 
 
-def _compaction(messages: list[dict[str, Any]]) -> str:
+def _compaction(messages: Sequence[ChatMessage]) -> str:
     text = _user_text(messages)
     facts = [
         {"fact": f"The user's name is {name}.", "type": "fact", "importance": 8, "confidence": 1}
@@ -83,7 +87,7 @@ def _compaction(messages: list[dict[str, Any]]) -> str:
     return orjson.dumps({"episodic": episodic, "facts": facts}).decode()
 
 
-def _extraction(messages: list[dict[str, Any]]) -> str:
+def _extraction(messages: Sequence[ChatMessage]) -> str:
     text = _user_text(messages)
     memories = [
         {"content": f"The user's name is {name}.", "memory_type": "fact", "importance": 8}
@@ -92,13 +96,13 @@ def _extraction(messages: list[dict[str, Any]]) -> str:
     return orjson.dumps({"memories": memories}).decode()
 
 
-def _summary(messages: list[dict[str, Any]]) -> str:
+def _summary(messages: Sequence[ChatMessage]) -> str:
     text = _user_text(messages)
     found = _SOURCE.search(text)
     return f"Summary (demo): {_sentences(found.group(1) if found else text, 3)}"
 
 
-def _tool_call(tools: list[dict[str, Any]], asked: str) -> dict[str, Any] | None:
+def _tool_call(tools: list[JSONObject], asked: str) -> ToolCall | None:
     """A call of the tool the user names (else the first one) when the user asks for one."""
     if not tools or not _TOOL_ASK.search(asked):
         return None
@@ -121,12 +125,12 @@ def _tool_call(tools: list[dict[str, Any]], asked: str) -> dict[str, Any] | None
     }
 
 
-def _chat_answer(messages: list[dict[str, Any]], model: str) -> str:
-    last = messages[-1] if messages else {}
-    if last.get("role") == "tool":
+def _chat_answer(messages: Sequence[ChatMessage], model: str) -> str:
+    last = messages[-1] if messages else None
+    if last is not None and last.get("role") == "tool":
         return f"Demo answer from the tool result: {_sentences(text_of(last.get('content')), 2)}"
-    user = _last(messages, "user") or {}
-    question = text_of(user.get("content")).strip()
+    user = _last(messages, "user")
+    question = text_of(user.get("content") if user else None).strip()
     seen = _user_text(messages)
     names = _NAME.findall(seen)
     parts = [f'Demo answer (offline model): you asked "{question[:200]}".']
@@ -136,19 +140,25 @@ def _chat_answer(messages: list[dict[str, Any]], model: str) -> str:
     return " ".join(parts)
 
 
-def _model(body: dict[str, Any]) -> str:
+def _model(body: JSONObject) -> str:
     return str(body.get("model") or "demo")
 
 
-def count(messages: list[dict[str, Any]], model: str) -> int:
+def count(messages: Sequence[ChatMessage], model: str) -> int:
     """Counted with the tokenizer contextgate uses for the requested name: the same numbers as
     its own report, and no second tokenizer in memory (each is 45-70 MB)."""
     return _COUNTER.count_messages(messages, model)
 
 
-def answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
-    """(content, tool_calls) for one chat request, by what the request is."""
+def _messages(body: JSONObject) -> list[ChatMessage]:
+    """The request's messages (JSON as sent: the objects among them)."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    return cast(list[ChatMessage], messages)
+
+
+def answer(body: JSONObject) -> tuple[str | None, list[ToolCall]]:
+    """(content, tool_calls) for one chat request, by what the request is."""
+    messages = _messages(body)
     system = _system(messages)
     if system.startswith("You plan the context"):
         return _plan(messages), []
@@ -158,19 +168,17 @@ def answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]]]:
         return _extraction(messages), []
     if system.startswith("You summarize a document"):
         return _summary(messages), []
-    last = messages[-1] if messages else {}
-    if last.get("role") == "user":
+    last = messages[-1] if messages else None
+    if last is not None and last.get("role") == "user":
         call = _tool_call(body.get("tools") or [], text_of(last.get("content")))
         if call is not None:
             return None, [call]
     return _chat_answer(messages, _model(body)), []
 
 
-def usage(
-    body: dict[str, Any], content: str | None, tool_calls: list[dict[str, Any]]
-) -> dict[str, int]:
+def usage(body: JSONObject, content: str | None, tool_calls: list[ToolCall]) -> ChatUsage:
     model = _model(body)
-    prompt = count([m for m in body.get("messages") or [] if isinstance(m, dict)], model)
+    prompt = count(_messages(body), model)
     completion = _COUNTER.count_text(content or "", model)
     if tool_calls:
         completion += _COUNTER.count_text(orjson.dumps(tool_calls).decode(), model)

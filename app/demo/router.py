@@ -10,13 +10,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TypedDict
 
 import orjson
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.demo.model import DEMO_CREATED, DEMO_MODELS, answer, embed, usage
+from app.wire.chat import ChatChoice, ChatCompletion, ChatMessage, ChatUsage, ToolCall
+from app.wire.json import JSONObject
+from app.wire.stream import ChatChunk, ChunkChoice, Delta, ToolCallDelta
 
 __all__ = ["DEMO_PREFIX", "install_demo"]
 
@@ -25,11 +28,31 @@ router = APIRouter(prefix=DEMO_PREFIX, include_in_schema=False)
 _PIECES = re.compile(r"\S+\s*")
 
 
-def _json(payload: Any, status_code: int = 200) -> Response:
+class _Head(TypedDict):
+    """What every answer and chunk of one completion starts with."""
+
+    id: str
+    created: int
+    model: str
+    system_fingerprint: str
+
+
+def _chunk(base: _Head, choices: list[ChunkChoice]) -> ChatChunk:
+    return {
+        "id": base["id"],
+        "created": base["created"],
+        "model": base["model"],
+        "system_fingerprint": base["system_fingerprint"],
+        "object": "chat.completion.chunk",
+        "choices": choices,
+    }
+
+
+def _json(payload: object, status_code: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code, media_type="application/json")
 
 
-def _completion_id(body: dict[str, Any]) -> str:
+def _completion_id(body: JSONObject) -> str:
     return "chatcmpl-demo" + hashlib.sha256(orjson.dumps(body.get("messages"))).hexdigest()[:20]
 
 
@@ -52,7 +75,7 @@ async def chat_completions(request: Request) -> Response:
         )
     content, tool_calls = answer(body)
     counted = usage(body, content, tool_calls)
-    base = {
+    base: _Head = {
         "id": _completion_id(body),
         "created": DEMO_CREATED,
         "model": str(body.get("model") or "demo"),
@@ -64,35 +87,52 @@ async def chat_completions(request: Request) -> Response:
             _events(base, content, tool_calls, finish, counted, body),
             media_type="text/event-stream",
         )
-    message: dict[str, Any] = {"role": "assistant", "content": content}
+    message: ChatMessage = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = tool_calls
-    choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
-    return _json({**base, "object": "chat.completion", "choices": [choice], "usage": counted})
+    choice: ChatChoice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+    completion: ChatCompletion = {
+        **base,
+        "object": "chat.completion",
+        "choices": [choice],
+        "usage": counted,
+    }
+    return _json(completion)
 
 
 async def _events(
-    base: dict[str, Any],
+    base: _Head,
     content: str | None,
-    tool_calls: list[dict[str, Any]],
+    tool_calls: list[ToolCall],
     finish: str,
-    counted: dict[str, int],
-    body: dict[str, Any],
+    counted: ChatUsage,
+    body: JSONObject,
 ) -> AsyncIterator[bytes]:
-    def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}
-        payload = {**base, "object": "chat.completion.chunk", "choices": [choice]}
-        return b"data: " + orjson.dumps(payload) + b"\n\n"
+    def chunk(delta: Delta, reason: str | None = None) -> bytes:
+        choice: ChunkChoice = {
+            "index": 0,
+            "delta": delta,
+            "finish_reason": reason,
+            "logprobs": None,
+        }
+        return b"data: " + orjson.dumps(_chunk(base, [choice])) + b"\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
     for piece in _PIECES.findall(content or ""):
         yield chunk({"content": piece})
     for index, call in enumerate(tool_calls):
-        yield chunk({"tool_calls": [{"index": index, **call}]})
+        call_delta: ToolCallDelta = {
+            "index": index,
+            "id": str(call["id"]),
+            "type": "function",
+            "function": {**call["function"]},
+        }
+        yield chunk({"tool_calls": [call_delta]})
     yield chunk({}, finish)
     if (body.get("stream_options") or {}).get("include_usage"):
-        payload = {**base, "object": "chat.completion.chunk", "choices": [], "usage": counted}
-        yield b"data: " + orjson.dumps(payload) + b"\n\n"
+        last = _chunk(base, [])
+        last["usage"] = counted
+        yield b"data: " + orjson.dumps(last) + b"\n\n"
     yield b"data: [DONE]\n\n"
 
 

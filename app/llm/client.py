@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,6 +29,7 @@ from app.llm.pricing import UsageCost
 from app.llm.responses import Usage, normalize_completion, usage_of
 from app.llm.routing import Deployment, ModelRouter, is_anthropic
 from app.llm.stream_handle import StreamHandle, incomplete_stream
+from app.wire.chat import ChatCompletion
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -50,7 +51,7 @@ def _litellm() -> ModuleType:
 
 @dataclass(slots=True)
 class Completion:
-    response: dict[str, Any]
+    response: ChatCompletion
     usage: Usage | None
     deployment: Deployment
     prompt_cost: float = 0.0  # the provider's prompt cache included (its reads and writes)
@@ -60,8 +61,9 @@ class Completion:
 
     @property
     def content(self) -> str:
-        choices = self.response.get("choices") or [{}]
-        return str((choices[0].get("message") or {}).get("content") or "")
+        choices = self.response.get("choices") or []
+        message = choices[0].get("message") if choices else None
+        return str(message.get("content") or "") if message else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +158,7 @@ class LLMClient:
     async def complete(
         self,
         model_name: str,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any] | None = None,
         *,
         timeout: float | None = None,
@@ -254,7 +256,7 @@ class LLMClient:
     async def stream(
         self,
         model_name: str,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any] | None = None,
         *,
         timeout: float | None = None,

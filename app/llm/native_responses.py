@@ -30,9 +30,18 @@ from app.core.errors import UpstreamError
 from app.llm.client import Completion, LLMClient, StreamHandle, _litellm
 from app.llm.params import strip_control_params
 from app.llm.responses import usage_of
-from app.llm.responses_items import chat_answer, chat_usage, event_chunk, finish_reason
+from app.llm.responses_items import (
+    NativeInput,
+    chat_answer,
+    chat_usage,
+    event_chunk,
+    finish_reason,
+)
 from app.llm.routing import Deployment
 from app.llm.stream_handle import incomplete_stream
+from app.wire.chat import ChatCompletion
+from app.wire.json import JSONObject
+from app.wire.stream import ChatChunk
 
 if TYPE_CHECKING:
     from app.core.settings import Settings
@@ -58,9 +67,14 @@ _OWN_HOSTS = re.compile(
 # What a client's Responses request may set beyond the turn itself (the rest is the door's or
 # contextgate's: input, store, previous_response_id, conversation, truncation, background).
 _SIGNATURE_PARAMS = (
-    "max_output_tokens", "temperature", "top_p", "parallel_tool_calls", "user",
-    "service_tier", "safety_identifier",
-)  # fmt: skip
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "parallel_tool_calls",
+    "user",
+    "service_tier",
+    "safety_identifier",
+)
 _EXTRA_PARAMS = ("prompt_cache_key", "top_logprobs", "max_tool_calls", "prompt_cache_retention")
 # Deployments whose server answered 404/405 for /responses: the chat form for them from now on.
 _WITHOUT_RESPONSES: set[tuple[str, str]] = set()
@@ -90,20 +104,20 @@ class NativeRequest:
     """What a Responses request asks of the native call beyond the managed input; ``output``
     is set by the call when the turn was answered natively (the door renders it)."""
 
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Any = None
+    tools: list[JSONObject] | None = None
+    tool_choice: str | JSONObject | None = None
     include: list[str] = field(default_factory=list)
-    reasoning: dict[str, Any] | None = None
-    text: dict[str, Any] | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    output: list[dict[str, Any]] | None = None
+    reasoning: JSONObject | None = None
+    text: JSONObject | None = None
+    params: JSONObject = field(default_factory=dict)
+    output: list[JSONObject] | None = None
 
     @property
     def wants_encrypted_reasoning(self) -> bool:
         return ENCRYPTED_REASONING in self.include
 
     @classmethod
-    def of(cls, fields: dict[str, Any]) -> NativeRequest:
+    def of(cls, fields: JSONObject) -> NativeRequest:
         """From a Responses request's fields (``model_dump`` with its extras)."""
         include = [str(value) for value in fields.get("include") or () if isinstance(value, str)]
         known = (*_SIGNATURE_PARAMS, *_EXTRA_PARAMS)
@@ -121,7 +135,7 @@ class NativeRequest:
 @dataclass(slots=True)
 class NativeAnswer:
     completion: Completion  # the answer in the chat form (stored, costed)
-    output: list[dict[str, Any]]  # the output items as the provider sent them
+    output: list[JSONObject]  # the output items as the provider sent them
 
 
 def _provider(deployment: Deployment) -> str | None:
@@ -171,8 +185,9 @@ def _reasons(deployment: Deployment, request: NativeRequest) -> bool:
 
 
 def _kwargs(
-    llm: LLMClient, deployment: Deployment, request: NativeRequest, items: list[dict[str, Any]]
+    llm: LLMClient, deployment: Deployment, request: NativeRequest, items: list[NativeInput]
 ) -> dict[str, Any]:
+    """litellm's ``aresponses`` keyword arguments for this call."""
     include = list(request.include)
     if _reasons(deployment, request) and ENCRYPTED_REASONING not in include:
         include.append(ENCRYPTED_REASONING)
@@ -191,18 +206,17 @@ def _kwargs(
     extra = {k: v for k, v in request.params.items() if k in _EXTRA_PARAMS}
     if extra:
         kwargs["extra_body"] = extra
-    kwargs.update(
-        timeout=llm._timeout(deployment, None), num_retries=0, max_retries=0,
-        _skip_mcp_handler=True,
-    )  # fmt: skip
+    timeout = llm._timeout(deployment, None)
+    kwargs.update(timeout=timeout, num_retries=0, max_retries=0, _skip_mcp_handler=True)
     return kwargs
 
 
-def _dump(obj: Any) -> dict[str, Any]:
-    """litellm's object as the provider sent it: only the fields it set."""
+def _dump(obj: Any) -> JSONObject:
+    """litellm's object as the provider sent it: only the fields it set (the upstream
+    boundary: what the provider's Responses API returned, as JSON)."""
     if isinstance(obj, dict):
         return obj
-    data: dict[str, Any] = obj.model_dump(mode="json", exclude_unset=True, warnings=False)
+    data: JSONObject = obj.model_dump(mode="json", exclude_unset=True, warnings=False)
     return data
 
 
@@ -232,7 +246,7 @@ def _unavailable(deployment: Deployment, exc: BaseException) -> ResponsesUnavail
 
 
 async def native_complete(
-    llm: LLMClient, model_name: str, items: list[dict[str, Any]], request: NativeRequest
+    llm: LLMClient, model_name: str, items: list[NativeInput], request: NativeRequest
 ) -> NativeAnswer | None:
     """One Responses call (routing, retries, fallbacks as for chat); None: no Responses API
     upstream, answer through the chat form."""
@@ -248,13 +262,13 @@ async def native_complete(
         output = [item for item in response.get("output") or () if isinstance(item, dict)]
         usage = chat_usage(response.get("usage"))
         message = chat_answer(output)
-        chat = {
+        chat: ChatCompletion = {
             "object": "chat.completion",
             "model": model_name,
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(response)}],
             "usage": usage,
         }
-        parsed = usage_of(dict(usage) if usage else None)
+        parsed = usage_of(usage)
         priced = llm.price(deployment, parsed)  # cached input at the cache-read rate
         completion = Completion(
             chat,
@@ -277,11 +291,11 @@ class NativeStream(StreamHandle):
     """A Responses stream read as the stream lifecycle reads a chat stream (responses_items
     ``event_chunk``): every chunk carries its typed event for the Responses door."""
 
-    def __init__(self, first: dict[str, Any], rest: Any, deployment: Deployment) -> None:
+    def __init__(self, first: JSONObject, rest: Any, deployment: Deployment) -> None:
         super().__init__(first, rest, deployment)
-        self._pending: dict[str, Any] | None = first
+        self._pending: JSONObject | None = first
 
-    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+    async def chunks(self) -> AsyncIterator[ChatChunk]:
         calls: list[str] = []
         finished = False
         events = self._events()
@@ -303,7 +317,7 @@ class NativeStream(StreamHandle):
         except Exception:  # the stream is being abandoned; nothing to save
             logger.debug("closing the upstream Responses stream failed", exc_info=True)
 
-    async def _events(self) -> AsyncIterator[dict[str, Any]]:
+    async def _events(self) -> AsyncIterator[JSONObject]:
         if self._pending is not None:
             first, self._pending = self._pending, None
             yield first
@@ -311,14 +325,14 @@ class NativeStream(StreamHandle):
             yield _dump(raw)
 
 
-def _stream_error(event: dict[str, Any]) -> UpstreamError:
+def _stream_error(event: JSONObject) -> UpstreamError:
     error = event.get("error") or (event.get("response") or {}).get("error") or event
     message = str(error.get("message") if isinstance(error, dict) else error)
     return UpstreamError(f"The upstream failed mid-answer: {message}", code="upstream_error")
 
 
 async def native_stream(
-    llm: LLMClient, model_name: str, items: list[dict[str, Any]], request: NativeRequest
+    llm: LLMClient, model_name: str, items: list[NativeInput], request: NativeRequest
 ) -> NativeStream | None:
     """Open a Responses stream; retries and fallbacks apply until its first event. None: no
     Responses API upstream, answer through the chat form."""
@@ -326,7 +340,7 @@ async def native_stream(
     async def call(deployment: Deployment) -> NativeStream:
         opened: list[Any] = []
 
-        async def first_event() -> dict[str, Any] | None:
+        async def first_event() -> JSONObject | None:
             kwargs = _kwargs(llm, deployment, request, items)
             try:
                 stream = await _aresponses()(model=deployment.litellm_model, stream=True, **kwargs)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import urllib.request
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -30,6 +30,7 @@ from app.core.errors import UpstreamError
 from app.llm.netio import AsyncioTransport
 from app.llm.params import strip_control_params
 from app.llm.routing import Deployment
+from app.wire.json import JSONObject
 
 __all__ = ["OpenAICompatTransport", "UpstreamHTTPError", "is_direct"]
 
@@ -55,9 +56,11 @@ def is_direct(deployment: Deployment) -> bool:
 class UpstreamHTTPError(Exception):
     """A non-2xx answer (or an error event in a stream) from an OpenAI-compatible server."""
 
-    def __init__(self, status_code: int, body: Any, headers: httpx.Headers | None = None):
+    def __init__(self, status_code: int, body: object, headers: httpx.Headers | None = None):
         self.status_code = status_code
-        self.body = body if isinstance(body, dict) else {"error": {"message": str(body)}}
+        self.body: JSONObject = (
+            body if isinstance(body, dict) else {"error": {"message": str(body)}}
+        )
         self.headers = headers or httpx.Headers()
         inner = self.body.get("error", self.body)
         # {"error": {"message": …}} (OpenAI, vLLM) or {"error": "…"} (Text Generation Inference)
@@ -74,7 +77,7 @@ class UpstreamHTTPError(Exception):
 
 def _error_from(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
     try:
-        body: Any = orjson.loads(content) if content else None
+        body: object = orjson.loads(content) if content else None
     except orjson.JSONDecodeError:
         body = content.decode("utf-8", "replace")[:2000]
     return UpstreamHTTPError(
@@ -131,7 +134,7 @@ class OpenAICompatTransport:
     def _request(
         self,
         deployment: Deployment,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any],
         timeout: httpx.Timeout,
         *,
@@ -149,7 +152,7 @@ class OpenAICompatTransport:
         return self._post(deployment, "/chat/completions", body, timeout)
 
     def _post(
-        self, deployment: Deployment, path: str, body: dict[str, Any], timeout: httpx.Timeout
+        self, deployment: Deployment, path: str, body: JSONObject, timeout: httpx.Timeout
     ) -> httpx.Request:
         headers = httpx.Headers(_HEADERS)
         api_key = deployment.params.get("api_key")
@@ -172,10 +175,11 @@ class OpenAICompatTransport:
     async def complete(
         self,
         deployment: Deployment,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any],
         timeout: httpx.Timeout,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
+        """The upstream's ``chat.completion`` as it sent it (normalized by the caller)."""
         request = self._request(deployment, messages, params, timeout, stream=False)
         response = await self._send(request, stream=False)
         content = response.content
@@ -192,8 +196,8 @@ class OpenAICompatTransport:
         return data
 
     async def embeddings(
-        self, deployment: Deployment, body: dict[str, Any], timeout: httpx.Timeout
-    ) -> dict[str, Any]:
+        self, deployment: Deployment, body: JSONObject, timeout: httpx.Timeout
+    ) -> JSONObject:
         """``POST /embeddings`` on the deployment's api_base: OpenAI's answer as it is."""
         body = {**body, "model": deployment.litellm_model.removeprefix("openai/")}
         response = await self._send(
@@ -214,7 +218,7 @@ class OpenAICompatTransport:
     async def open_stream(
         self,
         deployment: Deployment,
-        messages: list[dict[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         params: dict[str, Any],
         timeout: httpx.Timeout,
     ) -> SSEStream:
@@ -242,7 +246,7 @@ def _not_a_stream(
     """A streamed request answered with something else (a proxy's HTML page, a JSON error
     under status 200): the JSON error as it is, anything else a 502 that says what came."""
     try:
-        body: Any = orjson.loads(content) if content else None
+        body: object = orjson.loads(content) if content else None
     except orjson.JSONDecodeError:
         body = None
     if isinstance(body, dict) and "error" in body and "choices" not in body:
@@ -267,10 +271,10 @@ class SSEStream:
     def __aiter__(self) -> SSEStream:
         return self
 
-    async def __anext__(self) -> dict[str, Any]:
+    async def __anext__(self) -> JSONObject:
         return await self._events.__anext__()
 
-    async def _read(self) -> AsyncGenerator[dict[str, Any], None]:
+    async def _read(self) -> AsyncGenerator[JSONObject, None]:
         lines = self._response.aiter_lines()
         try:
             async for line in lines:
@@ -309,7 +313,7 @@ class SSEStream:
         await self._response.aclose()
 
 
-def _status_of(event: dict[str, Any]) -> int:
+def _status_of(event: JSONObject) -> int:
     """The HTTP status an error event stands for (OpenAI-compatible servers rarely say)."""
     inner = event.get("error")
     if isinstance(inner, dict):

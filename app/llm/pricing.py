@@ -122,6 +122,12 @@ _TIERED = (
 _TIER_KEY = re.compile(rf"^(?:{'|'.join(_TIERED)})_above_(\d+)(k?)_tokens$")
 
 
+def _tier(source: Mapping[str, float], label: str) -> dict[str, float]:
+    """The rates a prompt-size tier sets (``<base>_above_<label>_tokens``)."""
+    keys = {base: f"{base}_above_{label}_tokens" for base in _TIERED}
+    return {base: source[key] for base, key in keys.items() if key in source}
+
+
 @dataclass(frozen=True, slots=True)
 class Rates:
     """A model's per-token prices, read once from its cost-map entry: the base rates, and the
@@ -140,14 +146,7 @@ class Rates:
             match = _TIER_KEY.match(key)
             if match:
                 labels[int(match[1]) * (1000 if match[2] else 1)] = f"{match[1]}{match[2]}"
-        tiers = tuple(
-            (threshold, {
-                base: source[f"{base}_above_{labels[threshold]}_tokens"]
-                for base in _TIERED
-                if f"{base}_above_{labels[threshold]}_tokens" in source
-            })
-            for threshold in sorted(labels)
-        )  # fmt: skip
+        tiers = tuple((threshold, _tier(source, labels[threshold])) for threshold in sorted(labels))
         return cls({key: source[key] for key in _TIERED if key in source}, tiers, source)
 
     def for_prompt(self, prompt_tokens: int) -> dict[str, float]:

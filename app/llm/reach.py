@@ -36,12 +36,27 @@ logger = logging.getLogger(__name__)
 # Environment variables through which litellm reaches a hosted provider. With none of them, no
 # upstream and no model_list, no request can be answered.
 PROVIDER_KEY_VARIABLES = (
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY",
-    "GEMINI_API_KEY", "GOOGLE_API_KEY", "VERTEXAI_PROJECT", "AWS_ACCESS_KEY_ID",
-    "AWS_PROFILE", "MISTRAL_API_KEY", "GROQ_API_KEY", "COHERE_API_KEY", "DEEPSEEK_API_KEY",
-    "XAI_API_KEY", "OPENROUTER_API_KEY", "TOGETHERAI_API_KEY", "FIREWORKS_AI_API_KEY",
-    "PERPLEXITYAI_API_KEY", "HUGGINGFACE_API_KEY", "OLLAMA_API_BASE",
-)  # fmt: skip
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "AZURE_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "VERTEXAI_PROJECT",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "COHERE_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "TOGETHERAI_API_KEY",
+    "FIREWORKS_AI_API_KEY",
+    "PERPLEXITYAI_API_KEY",
+    "HUGGINGFACE_API_KEY",
+    "OLLAMA_API_BASE",
+)
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET")
 
 

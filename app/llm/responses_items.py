@@ -9,11 +9,32 @@ verifies its encrypted reasoning byte for byte. The chat form never sends these 
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeGuard, cast
+
+from app.wire.chat import (
+    ChatMessage,
+    ChatUsage,
+    ContentPart,
+    MessageContent,
+    NativeBlock,
+    ThinkingBlockParam,
+    ToolCall,
+)
+from app.wire.json import JSONObject
+from app.wire.responses import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputContentPart,
+    InputFilePart,
+    InputImagePart,
+    InputItem,
+    MessageItem,
+)
+from app.wire.stream import ChatChunk, Delta, ToolCallDelta
 
 __all__ = [
     "NATIVE_BLOCK",
-    "NativeUsage",
     "chat_answer",
     "chat_usage",
     "event_chunk",
@@ -25,42 +46,36 @@ __all__ = [
 
 NATIVE_BLOCK = "openai_item"
 _ANSWER_ITEMS = ("message", "function_call")
-
-
-class NativeUsage(TypedDict, total=False):
-    """The chat form of a Responses ``usage`` (what usage_of and the doors read)."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    prompt_tokens_details: dict[str, int]
-    completion_tokens_details: dict[str, int]
+NativeInput = InputItem | JSONObject  # what we build, and the provider's items sent back
 
 
 # ---- stored blocks ----------------------------------------------------------------------
 
 
-def native_items(blocks: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def is_native(block: ThinkingBlockParam) -> TypeGuard[NativeBlock]:
+    """A thinking block that keeps a Responses item."""
+    fields: Mapping[str, object] = block
+    return fields.get("type") == NATIVE_BLOCK and isinstance(fields.get("item"), dict)
+
+
+def native_items(blocks: Sequence[ThinkingBlockParam] | None) -> list[JSONObject]:
     """The Responses items a message's thinking blocks keep, in order."""
-    return [
-        block["item"]
-        for block in blocks or ()
-        if block.get("type") == NATIVE_BLOCK and isinstance(block.get("item"), dict)
-    ]
+    return [block["item"] for block in blocks or () if is_native(block)]
 
 
-def has_native_blocks(messages: list[dict[str, Any]]) -> bool:
+def has_native_blocks(messages: Sequence[ChatMessage]) -> bool:
     return any(native_items(message.get("thinking_blocks")) for message in messages)
 
 
-def without_native_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def without_native_blocks(messages: list[ChatMessage]) -> list[ChatMessage]:
     """The messages for a chat-form call: Responses items are not for it."""
     out = []
     for message in messages:
         blocks = message.get("thinking_blocks")
         if blocks and native_items(blocks):
             kept = [block for block in blocks if block.get("type") != NATIVE_BLOCK]
-            message = {k: v for k, v in message.items() if k != "thinking_blocks"}
+            message = message.copy()
+            del message["thinking_blocks"]
             if kept:
                 message["thinking_blocks"] = kept
         out.append(message)
@@ -70,7 +85,7 @@ def without_native_blocks(messages: list[dict[str, Any]]) -> list[dict[str, Any]
 # ---- request: chat messages → input items -----------------------------------------------
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, list):
         return "".join(
             str(part.get("text") or "")
@@ -80,21 +95,22 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _input_part(part: dict[str, Any]) -> dict[str, Any]:
-    kind = part.get("type")
+def _input_part(part: ContentPart) -> InputContentPart:
+    fields: Mapping[str, Any] = part
+    kind = fields.get("type")
     if kind == "image_url":
-        image = part.get("image_url") or {}
+        image = fields.get("image_url") or {}
         url = image.get("url") if isinstance(image, dict) else image
-        out: dict[str, Any] = {"type": "input_image", "image_url": url}
+        out: InputImagePart = {"type": "input_image", "image_url": url}
         if isinstance(image, dict) and image.get("detail"):
             out["detail"] = image["detail"]
         return out
     if kind == "file":
-        return {"type": "input_file", **(part.get("file") or {})}
-    return {"type": "input_text", "text": str(part.get("text") or "")}
+        return cast(InputFilePart, {"type": "input_file", **(fields.get("file") or {})})
+    return {"type": "input_text", "text": str(fields.get("text") or "")}
 
 
-def _input_content(content: Any) -> str | list[dict[str, Any]]:
+def _input_content(content: MessageContent | None) -> str | list[InputContentPart]:
     if isinstance(content, list):
         if all(isinstance(p, dict) and p.get("type") == "text" for p in content):
             return _text(content)
@@ -102,20 +118,20 @@ def _input_content(content: Any) -> str | list[dict[str, Any]]:
     return "" if content is None else str(content)
 
 
-def _assistant_items(message: dict[str, Any]) -> list[dict[str, Any]]:
-    items = list(native_items(message.get("thinking_blocks")))
+def _assistant_items(message: ChatMessage) -> list[NativeInput]:
+    items: list[NativeInput] = list(native_items(message.get("thinking_blocks")))
     text = _text(message.get("content"))
     if text:
-        items.append({"type": "message", "role": "assistant", "content": text})
+        items.append(MessageItem(type="message", role="assistant", content=text))
     for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
+        function: Mapping[str, object] = call.get("function") or {}
         items.append(
-            {
-                "type": "function_call",
-                "call_id": str(call.get("id") or ""),
-                "name": str(function.get("name") or ""),
-                "arguments": str(function.get("arguments") or ""),
-            }
+            FunctionCallItem(
+                type="function_call",
+                call_id=str(call.get("id") or ""),
+                name=str(function.get("name") or ""),
+                arguments=str(function.get("arguments") or ""),
+            )
         )
     # A reasoning item must be followed by what it led to; one that led nothing (an answer
     # cut off while it thought) is left out rather than refused.
@@ -124,9 +140,9 @@ def _assistant_items(message: dict[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
-def input_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def input_items(messages: Sequence[ChatMessage]) -> list[NativeInput]:
     """The managed prompt (chat form, as the pipeline built it) as Responses input items."""
-    items: list[dict[str, Any]] = []
+    items: list[NativeInput] = []
     for message in messages:
         role = message.get("role")
         if role == "assistant":
@@ -135,22 +151,22 @@ def input_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             content = message.get("content")
             output = content if isinstance(content, str) else _input_content(content)
             items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": str(message.get("tool_call_id") or ""),
-                    "output": output,
-                }
+                FunctionCallOutputItem(
+                    type="function_call_output",
+                    call_id=str(message.get("tool_call_id") or ""),
+                    output=output,
+                )
             )
         else:
-            content = _input_content(message.get("content"))
-            items.append({"type": "message", "role": role, "content": content})
+            parts = _input_content(message.get("content"))
+            items.append(MessageItem(type="message", role=role, content=parts))
     return items
 
 
 # ---- answer: output items → the chat form stored ----------------------------------------
 
 
-def _message_text(item: dict[str, Any]) -> str:
+def _message_text(item: JSONObject) -> str:
     parts = item.get("content") or ()
     return "".join(
         str(part.get("text") or part.get("refusal") or "")
@@ -159,32 +175,33 @@ def _message_text(item: dict[str, Any]) -> str:
     )
 
 
-def _summary(item: dict[str, Any]) -> str:
+def _summary(item: JSONObject) -> str:
     return "".join(str(part.get("text") or "") for part in item.get("summary") or ())
 
 
-def chat_answer(output: list[dict[str, Any]]) -> dict[str, Any]:
-    """Output items as the assistant message stored: text, function calls as tool calls,
-    reasoning summaries as ``reasoning_content``, every other item as a native block."""
-    message: dict[str, Any] = {"role": "assistant", "content": None}
+def _tool_call(item: JSONObject) -> ToolCall:
+    return {
+        "id": str(item.get("call_id") or ""),
+        "type": "function",
+        "function": {"name": item.get("name") or "", "arguments": item.get("arguments") or ""},
+    }
+
+
+def chat_answer(output: list[JSONObject]) -> ChatMessage:
+    """Output items (as the provider sent them) as the assistant message stored: text,
+    function calls as tool calls, reasoning summaries as ``reasoning_content``, every other
+    item as a native block."""
+    message: ChatMessage = {"role": "assistant", "content": None}
     text = "".join(_message_text(item) for item in output if item.get("type") == "message")
     message["content"] = text or None
-    calls = [
-        {
-            "id": str(item.get("call_id") or ""),
-            "type": "function",
-            "function": {"name": item.get("name") or "", "arguments": item.get("arguments") or ""},
-        }
-        for item in output
-        if item.get("type") == "function_call"
-    ]
+    calls = [_tool_call(item) for item in output if item.get("type") == "function_call"]
     if calls:
         message["tool_calls"] = calls
     summaries = [_summary(item) for item in output if item.get("type") == "reasoning"]
     if any(summaries):
         message["reasoning_content"] = "\n\n".join(s for s in summaries if s)
-    blocks = [
-        {"type": NATIVE_BLOCK, "item": item}
+    blocks: list[ThinkingBlockParam] = [
+        NativeBlock(type="openai_item", item=item)
         for item in output
         if item.get("type") not in _ANSWER_ITEMS
     ]
@@ -193,7 +210,7 @@ def chat_answer(output: list[dict[str, Any]]) -> dict[str, Any]:
     return message
 
 
-def finish_reason(response: dict[str, Any]) -> str:
+def finish_reason(response: JSONObject) -> str:
     if response.get("status") == "incomplete":
         reason = (response.get("incomplete_details") or {}).get("reason")
         return "content_filter" if reason == "content_filter" else "length"
@@ -201,14 +218,15 @@ def finish_reason(response: dict[str, Any]) -> str:
     return "tool_calls" if any(i.get("type") == "function_call" for i in output) else "stop"
 
 
-def chat_usage(usage: dict[str, Any] | None) -> NativeUsage | None:
+def chat_usage(usage: JSONObject | None) -> ChatUsage | None:
+    """A Responses ``usage`` in the chat form (what usage_of and the doors read)."""
     if not usage:
         return None
     prompt = int(usage.get("input_tokens") or usage.get("prompt_tokens") or 0)
     completion = int(usage.get("output_tokens") or usage.get("completion_tokens") or 0)
     cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
     reasoning = int((usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0)
-    return NativeUsage(
+    return ChatUsage(
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=prompt + completion,
@@ -220,13 +238,15 @@ def chat_usage(usage: dict[str, Any] | None) -> NativeUsage | None:
 # ---- stream: typed events → chat chunks (the event rides along) -------------------------
 
 
-def _chunk(event: dict[str, Any], delta: dict[str, Any] | None = None) -> dict[str, Any]:
-    chunk: dict[str, Any] = {"object": "chat.completion.chunk", "responses_event": event}
-    chunk["choices"] = [] if delta is None else [{"index": 0, "delta": delta}]
-    return chunk
+def _chunk(event: JSONObject, delta: Delta | None = None) -> ChatChunk:
+    return {
+        "object": "chat.completion.chunk",
+        "responses_event": event,
+        "choices": [] if delta is None else [{"index": 0, "delta": delta}],
+    }
 
 
-def event_chunk(event: dict[str, Any], calls: list[str]) -> dict[str, Any]:
+def event_chunk(event: JSONObject, calls: list[str]) -> ChatChunk:
     """One typed event as a chat chunk the stream lifecycle accumulates (text, reasoning
     summary, whole function calls, native blocks, the finish and usage), with the event
     itself under ``responses_event`` for the Responses door to pass on. ``calls``: the
@@ -240,10 +260,17 @@ def event_chunk(event: dict[str, Any], calls: list[str]) -> dict[str, Any]:
         item = event.get("item") or {}
         if item.get("type") == "function_call":
             calls.append(str(item.get("id") or ""))
-            call = chat_answer([item])["tool_calls"][0]
-            return _chunk(event, {"tool_calls": [{"index": len(calls) - 1, **call}]})
+            call = _tool_call(item)
+            piece: ToolCallDelta = {
+                "index": len(calls) - 1,
+                "id": str(call["id"]),
+                "type": "function",
+                "function": {**call["function"]},
+            }
+            return _chunk(event, {"tool_calls": [piece]})
         if item.get("type") not in _ANSWER_ITEMS:
-            return _chunk(event, {"thinking_blocks": [{"type": NATIVE_BLOCK, "item": item}]})
+            native = NativeBlock(type="openai_item", item=item)
+            return _chunk(event, {"thinking_blocks": [native]})
     if kind in ("response.completed", "response.incomplete"):
         response = event.get("response") or {}
         chunk = _chunk(event)

@@ -10,13 +10,14 @@ from typing import Any
 from app.core.errors import UpstreamError
 from app.llm.responses import normalize_chunk
 from app.llm.routing import Deployment
+from app.wire.stream import ChatChunk
 
 __all__ = ["StreamHandle", "incomplete_stream"]
 
 logger = logging.getLogger(__name__)
 
 
-def _has_finish(chunk: dict[str, Any]) -> bool:
+def _has_finish(chunk: ChatChunk) -> bool:
     return any(
         isinstance(choice, dict) and choice.get("finish_reason")
         for choice in chunk.get("choices") or ()
@@ -55,7 +56,7 @@ class StreamHandle:
         self._rest = rest
         self.deployment = deployment
 
-    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+    async def chunks(self) -> AsyncIterator[ChatChunk]:
         """Normalized chunks; an upstream stream that ends without a finish reason and
         without ``[DONE]`` was cut short: UpstreamError 502 ``upstream_stream_incomplete``
         (the stream lifecycle sends the error frame and stores the partial answer as

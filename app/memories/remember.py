@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from pydantic import BaseModel, Field, ValidationError
@@ -28,6 +28,8 @@ from app.llm.responses import Usage
 from app.memories.index_refresh import refresh_soon
 from app.memories.schemas import MemoryType
 from app.memories.service import NewMemory, memory_service
+from app.wire.chat import AssistantContent, ChatMessage, ChatUsage, ToolCall
+from app.wire.stream import ChatChunk, ChunkChoice, Delta, ToolCallDelta
 
 if TYPE_CHECKING:
     from app.turns.pipeline import Prepared
@@ -101,11 +103,11 @@ def _params(prepared: Prepared, *, with_tool: bool) -> dict[str, Any]:
     return params
 
 
-def _is_mine(call: dict[str, Any]) -> bool:
+def _is_mine(call: ToolCall | ToolCallDelta) -> bool:
     return (call.get("function") or {}).get("name") == TOOL_NAME
 
 
-async def _store(state: AppState, prepared: Prepared, calls: list[dict[str, Any]]) -> list[str]:
+async def _store(state: AppState, prepared: Prepared, calls: list[ToolCall]) -> list[str]:
     """Store what the calls ask to remember; one tool-result text per call."""
     request = prepared.request
     assert request.user is not None
@@ -142,15 +144,24 @@ async def _store(state: AppState, prepared: Prepared, calls: list[dict[str, Any]
 
 
 def _continuation(
-    content: str | None, calls: list[dict[str, Any]], results: list[str]
-) -> list[dict[str, Any]]:
+    content: AssistantContent, calls: list[ToolCall], results: list[str]
+) -> list[ChatMessage]:
     """The assistant's remember calls and their results, to send back upstream."""
-    assistant: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": calls}
-    tools = [
+    assistant: ChatMessage = {"role": "assistant", "content": content, "tool_calls": calls}
+    tools: list[ChatMessage] = [
         {"role": "tool", "tool_call_id": call.get("id"), "content": result}
         for call, result in zip(calls, results, strict=True)
     ]
     return [assistant, *tools]
+
+
+_EMPTY_ANSWER: ChatMessage = {"role": "assistant"}  # a choice without a message (copied)
+
+
+def _text(message: ChatMessage) -> str:
+    """What an answer said (a string; an answer has no parts)."""
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
 
 
 # ---- non-streaming ------------------------------------------------------------------------
@@ -183,7 +194,7 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
         choices = completion.response.get("choices") or []
         if not choices:
             break
-        message = choices[0].get("message") or {}
+        message = choices[0].get("message") or _EMPTY_ANSWER.copy()
         calls = message.get("tool_calls") or []
         mine = [c for c in calls if _is_mine(c)]
         if not mine:
@@ -197,16 +208,16 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
             message.pop("tool_calls", None)
             choices[0]["finish_reason"] = "stop"
             break
-        said.append(message.get("content") or "")
+        said.append(_text(message))
         messages += _continuation(message.get("content"), mine, results)
     assert completion is not None
     response = completion.response
     choices = response.get("choices") or []
     if choices and any(said):
-        message = choices[0].get("message") or {}
-        message["content"] = "".join([*said, message.get("content") or ""]) or None
+        message = choices[0].get("message") or _EMPTY_ANSWER.copy()
+        message["content"] = "".join([*said, _text(message)]) or None
     if usage:
-        response["usage"] = usage
+        response["usage"] = cast(ChatUsage, usage)  # the rounds' usage summed key by key
     total = Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), usage)
     return Completion(
         response,
@@ -242,33 +253,38 @@ class _Round:
 
     def __init__(self) -> None:
         self.mapping: dict[int, int | None] = {}  # upstream index -> client index (None: ours)
-        self.calls: dict[int, dict[str, Any]] = {}
+        self.calls: dict[int, ToolCall] = {}
         self.content: list[str] = []
 
     @property
     def theirs(self) -> bool:
         return any(index is not None for index in self.mapping.values())
 
-    def mine(self) -> list[dict[str, Any]]:
+    def mine(self) -> list[ToolCall]:
         return [self.calls[i] for i in sorted(self.calls) if self.mapping.get(i) is None]
 
-    def route(self, deltas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def route(self, deltas: list[ToolCallDelta]) -> list[ToolCallDelta]:
         """Record every tool-call delta; return the client's, renumbered from 0."""
-        kept = []
+        kept: list[ToolCallDelta] = []
         for call in deltas:
             index = int(call.get("index", 0))
             if index not in self.mapping:
                 theirs = sum(1 for v in self.mapping.values() if v is not None)
                 self.mapping[index] = None if _is_mine(call) else theirs
-            empty = {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+            empty: ToolCall = {
+                "id": None,
+                "type": "function",
+                "function": {"name": "", "arguments": ""},
+            }
             slot = self.calls.setdefault(index, empty)
             if call.get("id"):
                 slot["id"] = call["id"]
             function = call.get("function") or {}
             slot["function"]["name"] += function.get("name") or ""
             slot["function"]["arguments"] += function.get("arguments") or ""
-            if self.mapping[index] is not None:
-                kept.append({**call, "index": self.mapping[index]})
+            client_index = self.mapping[index]
+            if client_index is not None:
+                kept.append({**call, "index": client_index})
         return kept
 
 
@@ -282,13 +298,13 @@ class RememberStream(StreamHandle):
         self.current = first
         self.messages = list(prepared.messages)
         self.usage: dict[str, Any] = {}
-        self.usage_chunk: dict[str, Any] | None = None
+        self.usage_chunk: ChatChunk | None = None
 
-    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+    async def chunks(self) -> AsyncIterator[ChatChunk]:
         rounds = self.state.settings.remember_max_rounds
         request = self.prepared.request
         for round_ in range(rounds + 1):
-            held: list[dict[str, Any]] = []  # finish chunks, until we know whether to go on
+            held: list[ChatChunk] = []  # finish chunks, until we know whether to go on
             this = _Round()
             async for chunk in self.current.chunks():
                 out = self._filter(chunk, this, strip_role=round_ > 0)
@@ -310,19 +326,18 @@ class RememberStream(StreamHandle):
                 request.model, self.messages, params, headers=self.prepared.upstream_headers
             )
         if self.usage_chunk is not None:
-            yield {**self.usage_chunk, "choices": [], "usage": dict(self.usage)}
+            yield {**self.usage_chunk, "choices": [], "usage": cast(ChatUsage, dict(self.usage))}
 
-    def _filter(
-        self, chunk: dict[str, Any], this: _Round, *, strip_role: bool
-    ) -> dict[str, Any] | None:
+    def _filter(self, chunk: ChatChunk, this: _Round, *, strip_role: bool) -> ChatChunk | None:
         """The chunk as the client may see it (None: nothing left of it)."""
         if chunk.get("usage"):
             add_usage(self.usage, chunk["usage"])
-            self.usage_chunk = {k: v for k, v in chunk.items() if k != "usage"}
+            self.usage_chunk = chunk.copy()
+            self.usage_chunk.pop("usage")
             chunk = self.usage_chunk
-        choices = []
+        choices: list[ChunkChoice] = []
         for choice in chunk.get("choices") or ():
-            delta = dict(choice.get("delta") or {})
+            delta: Delta = {**(choice.get("delta") or {})}
             if strip_role:
                 delta.pop("role", None)
             if delta.get("content"):

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.context.budget import BudgetPolicy, input_budget
 from app.protocol.chat import CacheOptions, ChatCompletionRequest, ContextOptions
+from app.wire.chat import ChatMessage
 
 if TYPE_CHECKING:
     from app.core.state import AppState
@@ -234,7 +235,7 @@ class AppliedEdits(TypedDict):
     applied_edits: list[ClearToolUsesApplied | ClearThinkingApplied]
 
 
-def _thinking_key(message: dict[str, Any]) -> tuple[str, ...] | str:
+def _thinking_key(message: ChatMessage) -> tuple[str, ...] | str:
     """An answer by its tool call ids, else by its text (as the client and the store have it)."""
     calls = message.get("tool_calls") or []
     if calls:
@@ -245,7 +246,7 @@ def _thinking_key(message: dict[str, Any]) -> tuple[str, ...] | str:
     return str(content or "")
 
 
-def _thinking_text(message: dict[str, Any]) -> str:
+def _thinking_text(message: ChatMessage) -> str:
     parts = [
         str(block.get("thinking") or block.get("data") or "")
         for block in message.get("thinking_blocks") or []
@@ -254,7 +255,7 @@ def _thinking_text(message: dict[str, Any]) -> str:
 
 
 def thinking_cleared(
-    client: list[dict[str, Any]], sent: list[dict[str, Any]], count: Callable[[str], int]
+    client: list[ChatMessage], sent: list[ChatMessage], count: Callable[[str], int]
 ) -> tuple[int, int]:
     """Turns whose thinking the client sent but contextgate did not send upstream, and its
     tokens. ``client``: the request's messages in chat form; ``sent``: the upstream's. A turn
@@ -297,11 +298,7 @@ def applied_edits(
                 }
             )
         elif isinstance(edit, ClearThinking):
-            client = [
-                m.model_dump(exclude_none=True)
-                for m in prepared.request.messages
-                if m.role == "assistant"
-            ]
+            client = [m for m in prepared.request.chat_messages() if m["role"] == "assistant"]
             turns, tokens = thinking_cleared(client, prepared.messages, count)
             if turns:
                 applied.append(

@@ -12,14 +12,27 @@ kind starts (thinking closes once signed).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
+from app.messages.answer import anthropic_content, anthropic_usage, stop_reason
 from app.messages.context_editing import AppliedEdits
 from app.messages.errors import anthropic_error_body
-from app.messages.translate import anthropic_content, anthropic_usage, stop_reason
+from app.wire.anthropic import (
+    AnthropicMessage,
+    ContentBlock,
+    ContentBlockDelta,
+    ContentBlockDeltaEvent,
+    ContentBlockStartEvent,
+    ContentBlockStopEvent,
+    InputJSONDelta,
+    MessageDeltaEvent,
+    ToolUseBlock,
+)
+from app.wire.chat import ThinkingBlockParam
+from app.wire.stream import ChatChunk, ToolCallDelta
 
 if TYPE_CHECKING:
     from app.core.errors import ContextGateError
@@ -29,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["AnthropicStreamRenderer", "event", "message_body"]
 
 
-def event(name: str, payload: dict[str, Any]) -> bytes:
+def event(name: str, payload: Mapping[str, object]) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
@@ -39,7 +52,7 @@ def _stop_reason(result: TurnResult) -> str:
 
 def message_body(
     result: TurnResult, message_id: str, context_management: AppliedEdits | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Anthropic's ``message`` for a finished turn, plus contextgate's fields;
     ``context_management``: the applied edits, when the request asked for context editing."""
     edits = {} if context_management is None else {"context_management": context_management}
@@ -75,7 +88,7 @@ class AnthropicStreamRenderer:
     # ---- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> list[bytes]:
-        message: dict[str, Any] = {
+        message: AnthropicMessage = {
             "id": self.message_id,
             "type": "message",
             "role": "assistant",
@@ -95,7 +108,7 @@ class AnthropicStreamRenderer:
             event("ping", {"type": "ping"}),
         ]
 
-    def chunk(self, chunk: dict[str, Any]) -> list[bytes]:
+    def chunk(self, chunk: ChatChunk) -> list[bytes]:
         out: list[bytes] = []
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
@@ -116,15 +129,14 @@ class AnthropicStreamRenderer:
     def finish(self, result: TurnResult) -> list[bytes]:
         out = self._close()
         usage = anthropic_usage(result.usage.raw if result.usage else None)
-        delta: dict[str, Any] = {
+        delta: MessageDeltaEvent = {
             "type": "message_delta",
             "delta": {"stop_reason": _stop_reason(result), "stop_sequence": None},
             "usage": usage,
         }
         if self.edits is not None:
             delta["context_management"] = self.edits(result.prepared)
-        delta.update(result.extensions())
-        out.append(event("message_delta", delta))
+        out.append(event("message_delta", {**delta, **result.extensions()}))
         out.append(event("message_stop", {"type": "message_stop"}))
         return out
 
@@ -137,38 +149,45 @@ class AnthropicStreamRenderer:
         if self.open is None:
             return []
         self.open = None
-        return [event("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+        stop: ContentBlockStopEvent = {"type": "content_block_stop", "index": self.index}
+        return [event("content_block_stop", stop)]
 
-    def _start(self, kind: str, block: dict[str, Any]) -> list[bytes]:
+    def _start(self, kind: str, block: ContentBlock) -> list[bytes]:
         out = self._close()
         self.index += 1
         self.open = kind
-        payload = {"type": "content_block_start", "index": self.index, "content_block": block}
+        payload: ContentBlockStartEvent = {
+            "type": "content_block_start",
+            "index": self.index,
+            "content_block": block,
+        }
         out.append(event("content_block_start", payload))
         return out
 
-    def _delta(self, index: int, delta: dict[str, Any]) -> bytes:
-        payload = {"type": "content_block_delta", "index": index, "delta": delta}
+    def _delta(self, index: int, delta: ContentBlockDelta) -> bytes:
+        payload: ContentBlockDeltaEvent = {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": delta,
+        }
         return event("content_block_delta", payload)
 
-    def _thinking(self, block: dict[str, Any]) -> list[bytes]:
+    def _thinking(self, block: ThinkingBlockParam) -> list[bytes]:
         out: list[bytes] = []
-        if block.get("type") == "redacted_thinking":
-            out += self._start("redacted", {"type": "redacted_thinking", "data": block.get("data")})
+        fields: Mapping[str, Any] = block
+        if fields.get("type") == "redacted_thinking":
+            data = cast(str, fields.get("data"))  # as it came, byte for byte
+            out += self._start("redacted", {"type": "redacted_thinking", "data": data})
             return out + self._close()
         if self.open != "thinking" or self.signed:
             out += self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""})
             self.signed = False
-        if block.get("thinking"):
-            out.append(
-                self._delta(self.index, {"type": "thinking_delta", "thinking": block["thinking"]})
-            )
-        if block.get("signature"):
-            out.append(
-                self._delta(
-                    self.index, {"type": "signature_delta", "signature": block["signature"]}
-                )
-            )
+        if fields.get("thinking"):
+            thinking = fields["thinking"]
+            out.append(self._delta(self.index, {"type": "thinking_delta", "thinking": thinking}))
+        if fields.get("signature"):
+            signature = fields["signature"]
+            out.append(self._delta(self.index, {"type": "signature_delta", "signature": signature}))
             self.signed = True
         return out
 
@@ -177,12 +196,12 @@ class AnthropicStreamRenderer:
         out.append(self._delta(self.index, {"type": "text_delta", "text": text}))
         return out
 
-    def _tool(self, call: dict[str, Any]) -> list[bytes]:
+    def _tool(self, call: ToolCallDelta) -> list[bytes]:
         position = int(call.get("index", 0))
         function = call.get("function") or {}
         out: list[bytes] = []
         if position not in self.tools:
-            block: dict[str, Any] = {
+            block: ToolUseBlock = {
                 "type": "tool_use",
                 "id": call.get("id") or "",
                 "name": function.get("name") or "",
@@ -191,6 +210,9 @@ class AnthropicStreamRenderer:
             out += self._start("tool", block)
             self.tools[position] = self.index
         if function.get("arguments"):
-            json_delta = {"type": "input_json_delta", "partial_json": function["arguments"]}
+            json_delta: InputJSONDelta = {
+                "type": "input_json_delta",
+                "partial_json": function["arguments"],
+            }
             out.append(self._delta(self.tools[position], json_delta))
         return out

@@ -21,6 +21,7 @@ from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
 from app.core.limits import check_chat_limits, check_message_sizes
 from app.core.state import AppState
+from app.messages.answer import message_id
 from app.messages.context_editing import (
     AppliedEdits,
     ContextManagement,
@@ -31,7 +32,7 @@ from app.messages.context_editing import (
 )
 from app.messages.render import AnthropicStreamRenderer, message_body
 from app.messages.schemas import CountTokensRequest, MessagesRequest
-from app.messages.translate import chat_messages, chat_tools, message_id, to_turn_request
+from app.messages.translate import chat_messages, chat_tools, to_turn_request
 from app.protocol.headers import context_headers
 from app.turns.context import TurnContext
 from app.turns.guard import guarded

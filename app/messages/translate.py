@@ -1,4 +1,5 @@
-"""Anthropic Messages ⇄ the internal turn (chat form), both ways, as plain functions.
+"""Anthropic Messages → the internal turn (chat form), as plain functions (the answer's way
+back is answer.py).
 
 Request: ``system`` becomes a system message; each Anthropic message becomes one or more chat
 messages in order (a user message's ``tool_result`` blocks become ``tool`` messages first, its
@@ -7,21 +8,18 @@ other blocks one user message after them); ``tool_use`` blocks become ``tool_cal
 exactly as sent (litellm resends them to Anthropic from there) and their text its
 ``reasoning_content``. ``cache_control`` stays on the content part, tool or tool call where the
 client put it (a tool_result's goes on its last content part, where litellm reads it).
-
-Answer: the chat message becomes Anthropic content blocks (thinking first, then text, then
-``tool_use``), the finish reason a ``stop_reason``, the usage Anthropic's usage.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import ValidationError
 
 from app.core.errors import BadRequest
 from app.core.validation import validation_message
-from app.llm.pricing import prompt_cache
+from app.messages.answer import anthropic_content, anthropic_usage, stop_reason
 from app.messages.schemas import (
     CountTokensRequest,
     DocumentBlock,
@@ -35,68 +33,78 @@ from app.messages.schemas import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from app.messages.schemas import Tool as AnthropicTool
 from app.protocol.chat import ChatCompletionRequest
+from app.wire.anthropic import CacheControl
+from app.wire.chat import (
+    AssistantContent,
+    ChatMessage,
+    ChatTool,
+    ContentPart,
+    FilePart,
+    FunctionDefinition,
+    ImagePart,
+    TextPart,
+    ThinkingBlockParam,
+    ToolCall,
+)
+from app.wire.chat import ToolChoice as ChatToolChoice
 
 __all__ = [
-    "STOP_REASONS",
+    "chat_messages",
+    "chat_tools",
+    "to_turn_request",
+    # the answer's side, where the door's tests have always found it
     "anthropic_content",
     "anthropic_usage",
-    "chat_messages",
-    "message_id",
     "stop_reason",
-    "to_turn_request",
-    "tool_input",
 ]
-
-STOP_REASONS = {
-    "stop": "end_turn",
-    "end_turn": "end_turn",
-    "length": "max_tokens",
-    "max_tokens": "max_tokens",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-    "tool_use": "tool_use",
-    "stop_sequence": "stop_sequence",
-    "content_filter": "refusal",
-    "refusal": "refusal",
-    "pause_turn": "pause_turn",
-}
 
 
 # ---- request ---------------------------------------------------------------------------
 
 
-def _with_cache_control(part: dict[str, Any], block: Any) -> dict[str, Any]:
-    if getattr(block, "cache_control", None) is not None:
+_Cacheable = TypeVar("_Cacheable", TextPart, ImagePart, FilePart, ToolCall)
+
+
+def _with_cache_control(
+    part: _Cacheable, block: TextBlock | ImageBlock | DocumentBlock | ToolUseBlock
+) -> _Cacheable:
+    if block.cache_control is not None:
         part["cache_control"] = block.cache_control
     return part
 
 
-def _text_part(block: TextBlock) -> dict[str, Any]:
-    return _with_cache_control({"type": "text", "text": block.text}, block)
+def _text_part(block: TextBlock) -> TextPart:
+    part: TextPart = {"type": "text", "text": block.text}
+    return _with_cache_control(part, block)
 
 
-def _image_part(block: ImageBlock) -> dict[str, Any]:
+def _image_part(block: ImageBlock) -> ImagePart:
     source = block.source
     if source["type"] == "base64":
         url = f"data:{source['media_type']};base64,{source['data']}"
     else:
         url = source["url"]
-    return _with_cache_control({"type": "image_url", "image_url": {"url": url}}, block)
+    part: ImagePart = {"type": "image_url", "image_url": {"url": url}}
+    return _with_cache_control(part, block)
 
 
-def _document_part(block: DocumentBlock) -> dict[str, Any]:
+def _document_part(block: DocumentBlock) -> TextPart | FilePart:
     source = block.source
     if source["type"] == "text":
-        return _with_cache_control({"type": "text", "text": source["data"]}, block)
+        text: TextPart = {"type": "text", "text": source["data"]}
+        return _with_cache_control(text, block)
+    file: FilePart
     if source["type"] == "base64":
         media = source.get("media_type") or "application/pdf"
-        data = f"data:{media};base64,{source['data']}"
-        return _with_cache_control({"type": "file", "file": {"file_data": data}}, block)
-    return _with_cache_control({"type": "file", "file": {"file_id": source["url"]}}, block)
+        file = {"type": "file", "file": {"file_data": f"data:{media};base64,{source['data']}"}}
+    else:
+        file = {"type": "file", "file": {"file_id": source["url"]}}
+    return _with_cache_control(file, block)
 
 
-def _content_part(block: TextBlock | ImageBlock | DocumentBlock) -> dict[str, Any]:
+def _content_part(block: TextBlock | ImageBlock | DocumentBlock) -> ContentPart:
     if isinstance(block, TextBlock):
         return _text_part(block)
     if isinstance(block, ImageBlock):
@@ -104,8 +112,15 @@ def _content_part(block: TextBlock | ImageBlock | DocumentBlock) -> dict[str, An
     return _document_part(block)
 
 
-def _tool_message(block: ToolResultBlock) -> dict[str, Any]:
-    content: str | list[dict[str, Any]]
+def _marked(part: ContentPart, cache_control: CacheControl) -> ContentPart:
+    """A copy of the part with the client's ``cache_control`` (where litellm reads it)."""
+    marked = part.copy()
+    marked["cache_control"] = cache_control
+    return marked
+
+
+def _tool_message(block: ToolResultBlock) -> ChatMessage:
+    content: str | list[ContentPart]
     if block.content is None or isinstance(block.content, str):
         content = block.content or ""
         if block.cache_control is not None:
@@ -115,8 +130,8 @@ def _tool_message(block: ToolResultBlock) -> dict[str, Any]:
         if not content:
             content = [{"type": "text", "text": ""}] if block.cache_control is not None else ""
     if block.cache_control is not None and isinstance(content, list):
-        content[-1] = {**content[-1], "cache_control": block.cache_control}
-    message: dict[str, Any] = {
+        content[-1] = _marked(content[-1], block.cache_control)
+    message: ChatMessage = {
         "role": "tool",
         "tool_call_id": block.tool_use_id,
         "content": content,
@@ -126,11 +141,11 @@ def _tool_message(block: ToolResultBlock) -> dict[str, Any]:
     return message
 
 
-def _user_messages(message: MessageParam) -> list[dict[str, Any]]:
+def _user_messages(message: MessageParam) -> list[ChatMessage]:
     if isinstance(message.content, str):
         return [{"role": "user", "content": message.content}]
-    tools: list[dict[str, Any]] = []
-    parts: list[dict[str, Any]] = []
+    tools: list[ChatMessage] = []
+    parts: list[ContentPart] = []
     for block in message.content:
         if isinstance(block, ToolResultBlock):
             tools.append(_tool_message(block))
@@ -143,18 +158,18 @@ def _arguments(block: ToolUseBlock) -> str:
     return orjson.dumps(block.input).decode()
 
 
-def _assistant_message(message: MessageParam) -> dict[str, Any]:
+def _assistant_message(message: MessageParam) -> ChatMessage:
     if isinstance(message.content, str):
         return {"role": "assistant", "content": message.content}
-    parts: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    thinking: list[dict[str, Any]] = []
+    parts: list[TextPart] = []
+    calls: list[ToolCall] = []
+    thinking: list[ThinkingBlockParam] = []
     reasoning: list[str] = []
     for block in message.content:
         if isinstance(block, TextBlock):
             parts.append(_text_part(block))
         elif isinstance(block, ToolUseBlock):
-            call: dict[str, Any] = {
+            call: ToolCall = {
                 "id": block.id,
                 "type": "function",
                 "function": {"name": block.name, "arguments": _arguments(block)},
@@ -168,7 +183,7 @@ def _assistant_message(message: MessageParam) -> dict[str, Any]:
                 )
         elif isinstance(block, RedactedThinkingBlock):
             thinking.append({"type": "redacted_thinking", "data": block.data})
-    chat: dict[str, Any] = {"role": "assistant", "content": _assistant_content(parts)}
+    chat: ChatMessage = {"role": "assistant", "content": _assistant_content(parts)}
     if calls:
         chat["tool_calls"] = calls
     if thinking:
@@ -178,24 +193,25 @@ def _assistant_message(message: MessageParam) -> dict[str, Any]:
     return chat
 
 
-def _assistant_content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]] | None:
+def _assistant_content(parts: list[TextPart]) -> AssistantContent:
     """Plain text as a string (as answers are stored); parts when one carries cache_control."""
     if not parts:
         return None
     if any("cache_control" in part for part in parts):
-        return parts
+        return [*parts]
     return "".join(part["text"] for part in parts)
 
 
-def _system_messages(system: str | list[TextBlock] | None) -> list[dict[str, Any]]:
+def _system_messages(system: str | list[TextBlock] | None) -> list[ChatMessage]:
     if system is None or system == [] or system == "":
         return []
     if isinstance(system, str):
         return [{"role": "system", "content": system}]
-    return [{"role": "system", "content": [_text_part(block) for block in system]}]
+    parts: list[ContentPart] = [_text_part(block) for block in system]
+    return [{"role": "system", "content": parts}]
 
 
-def chat_messages(body: MessagesRequest | CountTokensRequest) -> list[dict[str, Any]]:
+def chat_messages(body: MessagesRequest | CountTokensRequest) -> list[ChatMessage]:
     """The request's system prompt and messages in chat form, in order."""
     messages = _system_messages(body.system)
     for message in body.messages:
@@ -206,23 +222,26 @@ def chat_messages(body: MessagesRequest | CountTokensRequest) -> list[dict[str, 
     return messages
 
 
-def _tool(tool: Any) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool.name, "parameters": tool.input_schema}
+def _tool(tool: AnthropicTool) -> ChatTool:
+    function: FunctionDefinition = {"name": tool.name, "parameters": tool.input_schema}
     if tool.description is not None:
         function["description"] = tool.description
-    chat: dict[str, Any] = {"type": "function", "function": function}
+    chat: ChatTool = {"type": "function", "function": function}
     if tool.cache_control is not None:
         chat["cache_control"] = tool.cache_control
     return chat
 
 
-def _tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+_CHOICES: dict[str, ChatToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
+
+
+def _tool_choice(choice: ToolChoice) -> ChatToolChoice:
     if choice.type == "tool":
-        return {"type": "function", "function": {"name": choice.name}}
-    return {"auto": "auto", "any": "required", "none": "none"}[choice.type]
+        return {"type": "function", "function": {"name": str(choice.name)}}
+    return _CHOICES[choice.type]
 
 
-def chat_tools(body: MessagesRequest | CountTokensRequest) -> list[dict[str, Any]] | None:
+def chat_tools(body: MessagesRequest | CountTokensRequest) -> list[ChatTool] | None:
     return [_tool(tool) for tool in body.tools] if body.tools else None
 
 
@@ -261,99 +280,3 @@ def to_turn_request(body: MessagesRequest) -> ChatCompletionRequest:
     except ValidationError as error:  # what the schema let through and a chat turn cannot be
         message, param = validation_message(error.errors())
         raise BadRequest(message, param=param, code="invalid_request") from None
-
-
-# ---- answer ----------------------------------------------------------------------------
-
-
-def message_id(request_id: str) -> str:
-    """``msg_…`` from our request id (``req_…``): one id per answer, findable in the log."""
-    return "msg_" + request_id.removeprefix("req_")
-
-
-def tool_input(arguments: Any) -> dict[str, Any]:
-    """A tool call's arguments as Anthropic's ``input`` object."""
-    if isinstance(arguments, dict):
-        return arguments
-    if not arguments:
-        return {}
-    try:
-        parsed = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return {"_raw_arguments": arguments}
-    return parsed if isinstance(parsed, dict) else {"value": parsed}
-
-
-def thinking_content(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """Thinking blocks exactly as the provider gave them; a non-Anthropic reasoner's text as
-    one unsigned thinking block."""
-    blocks: list[dict[str, Any]] = []
-    for block in message.get("thinking_blocks") or []:
-        if block.get("type") == "redacted_thinking":
-            blocks.append({"type": "redacted_thinking", "data": block.get("data") or ""})
-        elif block.get("type") == "thinking":
-            blocks.append(
-                {
-                    "type": "thinking",
-                    "thinking": block.get("thinking") or "",
-                    "signature": block.get("signature") or "",
-                }
-            )
-    if not blocks and message.get("reasoning_content"):
-        blocks.append(
-            {"type": "thinking", "thinking": message["reasoning_content"], "signature": ""}
-        )
-    return blocks
-
-
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text") or "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
-
-
-def anthropic_content(message: dict[str, Any]) -> list[dict[str, Any]]:
-    blocks = thinking_content(message)
-    text = text_of(message.get("content"))
-    if text:
-        blocks.append({"type": "text", "text": text})
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") or {}
-        blocks.append(
-            {
-                "type": "tool_use",
-                "id": call.get("id") or "",
-                "name": function.get("name") or "",
-                "input": tool_input(function.get("arguments")),
-            }
-        )
-    return blocks
-
-
-def stop_reason(finish_reason: str | None, *, has_tool_calls: bool = False) -> str:
-    if has_tool_calls and finish_reason in (None, "stop", "tool_calls"):
-        return "tool_use"
-    return STOP_REASONS.get(finish_reason or "stop", "end_turn")
-
-
-def anthropic_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """Anthropic counts cache reads and writes apart from ``input_tokens`` (the chat usage
-    litellm gives includes them in ``prompt_tokens``), and splits the writes by lifetime."""
-    raw = raw or {}
-    cache = prompt_cache(raw)
-    return {
-        "input_tokens": cache.uncached_tokens,
-        "output_tokens": int(raw.get("completion_tokens") or 0),
-        "cache_read_input_tokens": cache.read_tokens,
-        "cache_creation_input_tokens": cache.write_tokens,
-        "cache_creation": {
-            "ephemeral_5m_input_tokens": cache.write_5m_tokens,
-            "ephemeral_1h_input_tokens": cache.write_1h_tokens,
-        },
-    }

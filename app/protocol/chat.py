@@ -5,12 +5,13 @@ Fields contextgate does not use are kept as extras and forwarded to the upstream
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.protocol.bounds import MAX_USER_CHARS
 from app.protocol.goal import ContextGoal
+from app.wire.chat import ChatMessage as WireMessage
 
 __all__ = [
     "AttachmentRef",
@@ -150,6 +151,10 @@ class ChatCompletionRequest(BaseModel):
     conversation_id: str | None = None
     attachments: list[AttachmentRef] = Field(default_factory=list)
     context: ContextOptions = Field(default_factory=ContextOptions)
+
+    def chat_messages(self) -> list[WireMessage]:
+        """The messages as plain JSON in the chat form (what goes upstream and is stored)."""
+        return cast(list[WireMessage], [m.model_dump(exclude_none=True) for m in self.messages])
 
     @property
     def include_usage(self) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.context.budget import BudgetPolicy, input_budget
 from app.conversations.fingerprint import content_hash
@@ -26,13 +25,22 @@ from app.memories.compaction import CompactionReport, Compactor
 from app.memories.repository import memory_repository
 from app.protocol.chat import ChatCompletionRequest, ContextOptions
 from app.responses.compaction_seal import SealedCompaction
+from app.responses.schemas import ResponsesRequest
 from app.turns.repository import request_log_repository
+from app.wire.json import JSONObject
+from app.wire.responses import ResponsesUsage
 
 __all__ = ["Compacted", "compact_conversation", "compact_turn", "log_compaction"]
 
 _STORED_KEYS = {
-    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
-}  # fmt: skip
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+    "thinking_blocks",
+}
 
 
 @dataclass(slots=True)
@@ -42,7 +50,7 @@ class Compacted:
     report: CompactionReport
     notes: list[str] = field(default_factory=list)
 
-    def utilization(self, model: str) -> dict[str, Any]:
+    def utilization(self, model: str) -> JSONObject:
         """What ``context_utilization`` says of a compaction pass (no upstream call)."""
         report = self.report
         return {
@@ -57,7 +65,7 @@ class Compacted:
             "notes": self.notes,
         }
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self) -> ResponsesUsage:
         """Responses' usage of the compaction pass: the summarizer's tokens."""
         prompt, completion = self.report.prompt_tokens, self.report.completion_tokens
         return {
@@ -183,13 +191,13 @@ async def log_compaction(
     state: AppState,
     caller: Caller,
     compacted: Compacted,
+    body: ResponsesRequest,
     *,
     request_id: str,
     started: float,
-    model: str,
-    stream: bool,
 ) -> None:
     """The pass in the request log: its summarizer cost counts in the key's spend."""
+    model, stream = body.model, body.stream
     cost = round(compacted.report.cost, 8)
     async with state.database.writing() as session:
         await request_log_repository.insert(

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
@@ -38,6 +38,8 @@ from app.responses.service import response_service
 from app.responses.translate import input_items, item_id
 from app.turns.guard import guarded
 from app.turns.stream import SSE_HEADERS
+from app.wire.json import JSONObject
+from app.wire.responses import CompactionItem
 
 __all__ = ["CompactRequest", "answer_trigger", "router"]
 
@@ -69,15 +71,14 @@ async def _compact(
         state,
         caller,
         compacted,
+        body,
         request_id=getattr(http.state, "request_id", None) or new_id("req"),
         started=getattr(http.state, "started", None) or time.perf_counter(),
-        model=body.model,
-        stream=body.stream,
     )
     return compacted
 
 
-def _item(state: AppState, caller: Caller, compacted: Compacted) -> dict[str, Any]:
+def _item(state: AppState, caller: Caller, compacted: Compacted) -> CompactionItem:
     return compaction_item(state.settings, caller.tenant_id, item_id("cmp"), compacted.sealed)
 
 
@@ -108,10 +109,10 @@ async def answer_trigger(
     )
 
 
-def _events(response: dict[str, Any]) -> list[bytes]:
+def _events(response: JSONObject) -> list[bytes]:
     """The typed events of a Response that is complete already."""
     opened = {**response, "status": "in_progress", "output": [], "usage": None}
-    kinds: list[tuple[str, dict[str, Any]]] = [
+    kinds: list[tuple[str, dict[str, object]]] = [
         ("response.created", {"response": opened}),
         ("response.in_progress", {"response": opened}),
     ]

@@ -4,7 +4,7 @@ conversation it names (compaction_items.py); the turn continues that conversatio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -16,12 +16,19 @@ from app.memories.repository import memory_repository
 from app.responses.compaction_items import CompactionItem
 from app.responses.compaction_seal import SealedCompaction, open_seal
 from app.responses.schemas import ResponsesRequest
+from app.wire.chat import ChatMessage
 
 __all__ = ["Expansion", "expand_compaction"]
 
 _RESENT = (
-    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
-)  # fmt: skip
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+    "thinking_blocks",
+)
 
 
 @dataclass(slots=True)
@@ -31,7 +38,7 @@ class Expansion:
 
     body: ResponsesRequest
     sealed: SealedCompaction
-    resent: dict[str, Any] | None = None  # nothing after the item: the last stored message
+    resent: ChatMessage | None = None  # nothing after the item: the last stored message
 
     @property
     def note(self) -> str:
@@ -82,7 +89,7 @@ async def expand_compaction(
 
 async def _last_message(
     session: AsyncSession, conversation_id: str, count: int
-) -> dict[str, Any] | None:
+) -> ChatMessage | None:
     """The conversation's last message as a client resends it (deduplicated on arrival)."""
     rows = await memory_repository.messages_between(
         session, conversation_id, first_sequence=count - 1, first_turn=0, last_turn=2**31 - 1
@@ -92,4 +99,4 @@ async def _last_message(
     row = rows[-1]
     message = {key: getattr(row, key) for key in _RESENT}
     message = {key: value for key, value in message.items() if value is not None}
-    return message if content_hash(message) == row.content_hash else None
+    return cast(ChatMessage, message) if content_hash(message) == row.content_hash else None

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.core.errors import BadRequest
 from app.core.settings import Settings
 from app.responses.compaction_seal import SealedCompaction, seal
+from app.wire.responses import CompactionItem as SealedItem
 
 if TYPE_CHECKING:
     from app.turns.pipeline import Prepared
@@ -48,7 +49,7 @@ class CompactionItem(BaseModel):
 
 def compaction_item(
     settings: Settings, tenant_id: str, item_id: str, sealed: SealedCompaction
-) -> dict[str, Any]:
+) -> SealedItem:
     return {
         "id": item_id,
         "type": "compaction",
@@ -71,9 +72,7 @@ def trigger_index(items: list[Any]) -> int | None:
     return found[0]
 
 
-def server_side_item(
-    settings: Settings, tenant_id: str, prepared: Prepared
-) -> dict[str, Any] | None:
+def server_side_item(settings: Settings, tenant_id: str, prepared: Prepared) -> SealedItem | None:
     """``context_management``'s compaction item, when this request's turn compacted its
     conversation (OpenAI's server-side compaction): sealed like any other."""
     compaction = prepared.utilization.compaction or {}

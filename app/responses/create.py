@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,21 +24,18 @@ from app.responses.compaction_items import server_side_item
 from app.responses.management import managed_context
 from app.responses.native import NativeRenderer, client_output, native_request
 from app.responses.objects import echo_fields, response_object
+from app.responses.output import item_id, output_items, response_usage
 from app.responses.references import record_output_items, resolve_request
 from app.responses.render import ResponsesRenderer
 from app.responses.repository import response_repository
 from app.responses.schemas import ResponsesRequest
 from app.responses.service import response_service
-from app.responses.translate import (
-    chat_messages,
-    chat_params,
-    input_items,
-    item_id,
-    output_items,
-    response_usage,
-)
+from app.responses.translate import chat_messages, chat_params, input_items
 from app.turns.pipeline import Prepared
 from app.turns.service import TurnResult
+from app.wire.chat import ChatMessage, ThinkingBlockParam
+from app.wire.json import JSONObject
+from app.wire.responses import CompactionItem, ResponseOutput
 
 __all__ = ["NewResponse", "build_turn"]
 
@@ -106,13 +103,13 @@ class NewResponse:
     tenant_id: str
     id: str = field(default_factory=lambda: item_id("resp"))
     created_at: int = field(default_factory=lambda: int(time.time()))
-    echo: dict[str, Any] = field(default_factory=dict)
+    echo: JSONObject = field(default_factory=dict)
     renderer: ResponsesRenderer | None = None
-    output: list[dict[str, Any]] | None = None  # as stored (ids included)
+    output: list[ResponseOutput] | None = None  # as stored (ids included)
     notes: list[str] = field(default_factory=list)  # the door's decisions (management.py)
     # context_management: a compaction item closes the output when the turn compacted.
     sealing: Settings | None = None
-    compacted: list[dict[str, Any]] | None = None
+    compacted: list[CompactionItem] | None = None
     # For OpenAI's own Responses API (app/turns/native.py); its output, when it answered.
     native: NativeRequest = field(default_factory=NativeRequest)
 
@@ -133,7 +130,7 @@ class NewResponse:
         self.renderer = renderer
         return renderer
 
-    def compaction_output(self, prepared: Prepared) -> list[dict[str, Any]]:
+    def compaction_output(self, prepared: Prepared) -> list[CompactionItem]:
         """The compaction item the output ends with (context_management), made once."""
         if self.sealing is None:
             return []
@@ -142,12 +139,12 @@ class NewResponse:
             self.compacted = [item] if item is not None else []
         return self.compacted
 
-    def _output(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+    def _output(self, message: ChatMessage) -> list[ResponseOutput]:
         """The output items of an answer not streamed: the provider's own when it answered
         natively, else rebuilt from the chat form."""
         if self.native.output is not None:
             return client_output(self.native.output, self.native.wants_encrypted_reasoning)
-        return output_items(message)
+        return [*output_items(message)]
 
     async def record(
         self,
@@ -157,12 +154,13 @@ class NewResponse:
         usage: Usage | None,
     ) -> None:
         """The RecordHook: store the response with the turn."""
-        message = answer.model_dump(exclude_none=True)
         if self.renderer is not None:
-            self.output = self.renderer.output(answer.thinking_blocks)
+            stored = cast(list[ThinkingBlockParam] | None, answer.thinking_blocks)  # as given
+            output = self.renderer.output(stored)
         else:
-            self.output = self._output(message)
-        self.output += self.compaction_output(prepared)
+            output = self._output(cast(ChatMessage, answer.model_dump(exclude_none=True)))
+        output += self.compaction_output(prepared)
+        self.output = output
         assert prepared.conversation_id is not None
         await response_repository.insert(
             session,
@@ -194,7 +192,7 @@ class NewResponse:
             output=self.output,
         )
 
-    def body_of(self, result: TurnResult, incomplete: str | None) -> dict[str, Any]:
+    def body_of(self, result: TurnResult, incomplete: str | None) -> JSONObject:
         """The Response for a turn answered whole (not streamed), with its cost."""
         body = response_object(
             response_id=self.id,
@@ -218,9 +216,9 @@ class _NotingRenderer(NativeRenderer):
     the items that come after the answer's own (a ``compaction`` item)."""
 
     notes: list[str]
-    more: Callable[[Prepared], list[dict[str, Any]]]
+    more: Callable[[Prepared], list[CompactionItem]]
 
-    def finish(self, result: Any) -> list[bytes]:
+    def finish(self, result: TurnResult) -> list[bytes]:
         result.prepared.utilization.notes.extend(self.notes)
         extra: list[bytes] = []
         for item in self.more(result.prepared):

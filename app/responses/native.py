@@ -9,13 +9,20 @@ Streamed, the provider's typed events are passed on in order, renumbered; the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.llm.native_responses import NativeRequest
 from app.responses.objects import ResponseStatus, incomplete_reason
+from app.responses.output import response_usage
 from app.responses.render import ResponsesRenderer
 from app.responses.schemas import ResponsesRequest
-from app.responses.translate import response_usage
+from app.wire.chat import ThinkingBlockParam
+from app.wire.json import JSONObject
+from app.wire.responses import ResponseError, ResponseOutput, ResponsesUsage
+from app.wire.stream import ChatChunk
+
+if TYPE_CHECKING:
+    from app.turns.service import TurnResult
 
 __all__ = ["NativeRenderer", "client_output", "native_request"]
 
@@ -36,13 +43,13 @@ def native_request(body: ResponsesRequest) -> NativeRequest:
     return NativeRequest.of(body.model_dump(mode="json", exclude_none=True))
 
 
-def _for_client(item: dict[str, Any], encrypted: bool) -> dict[str, Any]:
+def _for_client(item: JSONObject, encrypted: bool) -> JSONObject:
     if encrypted or item.get("type") != "reasoning" or "encrypted_content" not in item:
         return item
     return {key: value for key, value in item.items() if key != "encrypted_content"}
 
 
-def client_output(items: list[dict[str, Any]], encrypted: bool) -> list[dict[str, Any]]:
+def client_output(items: list[JSONObject], encrypted: bool) -> list[ResponseOutput]:
     """The output items as the client gets them: encrypted reasoning only when it asked."""
     return [_for_client(item, encrypted) for item in items]
 
@@ -55,10 +62,10 @@ class NativeRenderer(ResponsesRenderer):
         super().__init__(**kwargs)
         self.encrypted = encrypted
         self.native = False
-        self.done_items: dict[int, dict[str, Any]] = {}
-        self.cost: dict[str, Any] | None = None  # contextgate's, on the final Response
+        self.done_items: dict[int, ResponseOutput] = {}
+        self.cost: JSONObject | None = None  # contextgate's, on the final Response
 
-    def chunk(self, chunk: dict[str, Any]) -> list[bytes]:
+    def chunk(self, chunk: ChatChunk) -> list[bytes]:
         event = chunk.get("responses_event")
         if not isinstance(event, dict):
             return super().chunk(chunk)
@@ -74,7 +81,7 @@ class NativeRenderer(ResponsesRenderer):
                 self.done_items[int(event.get("output_index") or 0)] = fields["item"]
         return [self._event(kind, **fields)]
 
-    def output(self, thinking_blocks: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    def output(self, thinking_blocks: list[ThinkingBlockParam] | None) -> list[ResponseOutput]:
         if not self.native:
             return super().output(thinking_blocks)
         return [self.done_items[index] for index in sorted(self.done_items)]
@@ -83,11 +90,11 @@ class NativeRenderer(ResponsesRenderer):
         self,
         status: ResponseStatus,
         *,
-        usage: dict[str, Any] | None = None,
-        utilization: dict[str, Any] | None = None,
+        usage: ResponsesUsage | None = None,
+        utilization: JSONObject | None = None,
         incomplete: str | None = None,
-        error: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        error: ResponseError | None = None,
+    ) -> JSONObject:
         body = super().response(
             status, usage=usage, utilization=utilization, incomplete=incomplete, error=error
         )
@@ -97,7 +104,7 @@ class NativeRenderer(ResponsesRenderer):
             body["cost"] = self.cost
         return body
 
-    def finish(self, result: Any) -> list[bytes]:
+    def finish(self, result: TurnResult) -> list[bytes]:
         self.cost = result.cost.model_dump()
         if not self.native:
             return super().finish(result)

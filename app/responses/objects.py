@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Literal, NotRequired, TypedDict, Unpack
 
 from app.responses.schemas import ResponsesRequest
+from app.wire.json import JSONObject
+from app.wire.responses import ResponseError, ResponseOutput, ResponsesUsage
 
-__all__ = ["ResponseStatus", "echo_fields", "incomplete_reason", "response_object"]
+__all__ = [
+    "ResponseFields",
+    "ResponseStatus",
+    "echo_fields",
+    "incomplete_reason",
+    "response_object",
+]
 
 ResponseStatus = Literal["in_progress", "completed", "incomplete", "failed"]
 
 
-def echo_fields(request: ResponsesRequest) -> dict[str, Any]:
+class ResponseFields(TypedDict):
+    """What a Response is made of: its state, its output and contextgate's report."""
+
+    response_id: str
+    created_at: int
+    echo: JSONObject  # what it repeats of its request (echo_fields)
+    status: ResponseStatus
+    output: Sequence[ResponseOutput]
+    usage: ResponsesUsage | JSONObject | None  # JSONObject: as stored
+    conversation_id: str | None
+    context_utilization: JSONObject | None
+    incomplete: NotRequired[str | None]
+    error: NotRequired[ResponseError | None]
+
+
+def echo_fields(request: ResponsesRequest) -> JSONObject:
     """What a Response repeats of its request (stored with it, for GET)."""
     tools = [dict(tool) for tool in request.tools or ()]
     for tool in tools:
@@ -52,29 +76,19 @@ def incomplete_reason(finish_reason: str | None) -> str | None:
     return None
 
 
-def response_object(
-    *,
-    response_id: str,
-    created_at: int,
-    echo: dict[str, Any],
-    status: ResponseStatus,
-    output: list[dict[str, Any]],
-    usage: dict[str, Any] | None,
-    conversation_id: str | None,
-    context_utilization: dict[str, Any] | None,
-    incomplete: str | None = None,
-    error: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def response_object(**fields: Unpack[ResponseFields]) -> JSONObject:
+    """The Response object: OpenAI's fields, the request's echo, then contextgate's."""
+    incomplete = fields.get("incomplete")
     return {
-        "id": response_id,
+        "id": fields["response_id"],
         "object": "response",
-        "created_at": created_at,
-        "status": status,
-        "error": error,
+        "created_at": fields["created_at"],
+        "status": fields["status"],
+        "error": fields.get("error"),
         "incomplete_details": {"reason": incomplete} if incomplete else None,
-        **echo,
-        "output": output,
-        "usage": usage,
-        "conversation_id": conversation_id,
-        "context_utilization": context_utilization,
+        **fields["echo"],
+        "output": fields["output"],
+        "usage": fields["usage"],
+        "conversation_id": fields["conversation_id"],
+        "context_utilization": fields["context_utilization"],
     }

@@ -10,6 +10,7 @@ output item ids are recorded with the response (``record_output_items``) for thi
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -24,6 +25,7 @@ from app.db.models import ResponseItem
 from app.llm.responses_items import NATIVE_BLOCK
 from app.responses.repository import response_repository
 from app.responses.schemas import InputItem, ItemReference, ResponsesRequest
+from app.wire.json import JSONObject
 
 __all__ = [
     "record_output_items",
@@ -86,15 +88,15 @@ async def resolve_request(
 
 
 async def resolve_references(
-    session: AsyncSession, tenant_id: str, items: list[Any], where: str = "input"
-) -> list[Any]:
+    session: AsyncSession, tenant_id: str, items: list[InputItem], where: str = "input"
+) -> list[InputItem]:
     """``items`` with every ``item_reference`` replaced by the caller's stored item it names;
     an unknown (or another tenant's) id is a 404 naming it."""
     wanted = [item.id for item in items if isinstance(item, ItemReference)]
     if not wanted:
         return items
     found = await _stored_items(session, tenant_id, wanted)
-    resolved: list[Any] = []
+    resolved: list[InputItem] = []
     for index, item in enumerate(items):
         if not isinstance(item, ItemReference):
             resolved.append(item)
@@ -112,8 +114,9 @@ async def resolve_references(
 
 async def _stored_items(
     session: AsyncSession, tenant_id: str, ids: list[str]
-) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
+) -> dict[str, JSONObject]:
+    """The stored items (as JSON) the ids name, by id."""
+    found: dict[str, JSONObject] = {}
     recorded = await items_repository.response_items(session, tenant_id, ids)
     records = await response_repository.get_many(
         session, tenant_id, [row.response_id for row in recorded.values()]
@@ -134,13 +137,13 @@ async def _stored_items(
             continue
         for stored in message_items(message):
             if stored.position == parsed[1] and stored.item["id"] == item_id:
-                found[item_id] = stored.item
+                found[item_id] = dict(stored.item)
     return found
 
 
 async def _whole_reasoning(
-    session: AsyncSession, tenant_id: str, row: ResponseItem, shown: dict[str, Any]
-) -> dict[str, Any]:
+    session: AsyncSession, tenant_id: str, row: ResponseItem, shown: JSONObject
+) -> JSONObject:
     """A reasoning item as stored, not as shown: a client that did not ask for
     ``reasoning.encrypted_content`` got the item without it, but the provider needs it back
     (OpenAI's own item is kept verbatim among the answer's blocks)."""
@@ -163,7 +166,7 @@ async def record_output_items(
     response_id: str,
     conversation_id: str,
     sequence_number: int,
-    output: list[dict[str, Any]],
+    output: Sequence[Mapping[str, Any]],
 ) -> None:
     """Remember where each output item of a stored Response lives (in the turn's transaction):
     its place among the answer's items, as ``message_items`` renders the stored answer."""

@@ -8,14 +8,14 @@ response.failed when the upstream fails mid-stream.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import orjson
 
 from app.core.errors import ContextGateError
 from app.responses.objects import ResponseStatus, incomplete_reason, response_object
-from app.responses.translate import (
+from app.responses.output import (
     encode_reasoning,
     function_call_item,
     item_id,
@@ -23,13 +23,38 @@ from app.responses.translate import (
     reasoning_item,
     response_usage,
 )
+from app.turns.accumulate import add_thinking
+from app.wire.chat import ThinkingBlockParam, ToolCall
+from app.wire.json import JSONObject
+from app.wire.responses import (
+    EventFields,
+    ItemStatus,
+    MessageItem,
+    OutputTextPart,
+    ResponseError,
+    ResponseOutput,
+    ResponsesEvent,
+    ResponsesUsage,
+    SummaryText,
+)
+from app.wire.stream import ChatChunk, Delta, ToolCallDelta
+
+if TYPE_CHECKING:
+    from app.turns.service import TurnResult
 
 __all__ = ["ResponsesRenderer", "sse_event"]
 
 
-def sse_event(payload: dict[str, Any]) -> bytes:
+def sse_event(payload: Mapping[str, object]) -> bytes:
     kind = str(payload["type"]).encode()
     return b"event: " + kind + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+class _Where(TypedDict):
+    """Which output item an event is about."""
+
+    item_id: str
+    output_index: int
 
 
 class _Item:
@@ -40,11 +65,15 @@ class _Item:
         self.index = index
         self.id = item_id({"reasoning": "rs", "message": "msg", "function_call": "fc"}[kind])
         self.text: list[str] = []
-        self.thinking_blocks: list[dict[str, Any]] = []
-        self.call: dict[str, Any] = {"id": None, "function": {"name": "", "arguments": ""}}
+        self.thinking_blocks: list[ThinkingBlockParam] = []
+        self.call: ToolCall = {
+            "id": None,
+            "type": "function",
+            "function": {"name": "", "arguments": ""},
+        }
         self.done = False
 
-    def body(self, status: str) -> dict[str, Any]:
+    def body(self, status: ItemStatus) -> ResponseOutput:
         if self.kind == "reasoning":
             data = reasoning_item(self.id, "".join(self.text), None)
             if self.thinking_blocks:
@@ -58,12 +87,12 @@ class _Item:
 class _WholeItem(_Item):
     """An item that arrives whole (``whole_item``): done from the start, its body as given."""
 
-    def __init__(self, whole: dict[str, Any], index: int) -> None:
+    def __init__(self, whole: ResponseOutput, index: int) -> None:
         super().__init__("message", index)
         self.kind, self.id, self.done = str(whole["type"]), str(whole["id"]), True
         self.whole = whole
 
-    def body(self, status: str) -> dict[str, Any]:
+    def body(self, status: ItemStatus) -> ResponseOutput:
         return self.whole
 
 
@@ -75,7 +104,7 @@ class ResponsesRenderer:
         *,
         response_id: str,
         created_at: int,
-        echo: dict[str, Any],
+        echo: JSONObject,
         conversation_id: str | None,
     ) -> None:
         self.response_id = response_id
@@ -88,8 +117,8 @@ class ResponsesRenderer:
         self.finish_reason: str | None = None
 
     # ---- events ----------------------------------------------------------------------
-    def _event(self, kind: str, **fields: Any) -> bytes:
-        payload = {"type": kind, "sequence_number": self.sequence, **fields}
+    def _event(self, kind: str, **fields: Unpack[EventFields]) -> bytes:
+        payload: ResponsesEvent = {"type": kind, "sequence_number": self.sequence, **fields}
         self.sequence += 1
         return sse_event(payload)
 
@@ -97,11 +126,11 @@ class ResponsesRenderer:
         self,
         status: ResponseStatus,
         *,
-        usage: dict[str, Any] | None = None,
-        utilization: dict[str, Any] | None = None,
+        usage: ResponsesUsage | None = None,
+        utilization: JSONObject | None = None,
         incomplete: str | None = None,
-        error: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        error: ResponseError | None = None,
+    ) -> JSONObject:
         done = status != "in_progress"
         return response_object(
             response_id=self.response_id,
@@ -126,7 +155,7 @@ class ResponsesRenderer:
             self._event("response.in_progress", response=opened),
         ]
 
-    def chunk(self, chunk: dict[str, Any]) -> list[bytes]:
+    def chunk(self, chunk: ChatChunk) -> list[bytes]:
         out: list[bytes] = []
         for choice in chunk.get("choices") or ():
             if choice.get("index", 0) != 0:
@@ -141,14 +170,14 @@ class ResponsesRenderer:
                 out += self._tool_call(call)
         return out
 
-    def output(self, thinking_blocks: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    def output(self, thinking_blocks: list[ThinkingBlockParam] | None) -> list[ResponseOutput]:
         """The output items as they stand (the answer has fully arrived): what is stored."""
         for item in self.items:
             if item.kind == "reasoning" and thinking_blocks:
                 item.thinking_blocks = thinking_blocks  # the pipeline's copy is the stored one
         return [item.body("completed") for item in self.items]
 
-    def finish(self, result: Any) -> list[bytes]:
+    def finish(self, result: TurnResult) -> list[bytes]:
         """The turn (and the response record with it) is stored: close what is open, then
         response.completed (or response.incomplete) with the whole Response."""
         self.output(result.message.get("thinking_blocks"))
@@ -187,17 +216,23 @@ class ResponsesRenderer:
         )
         return item, out
 
-    def _added_body(self, item: _Item) -> dict[str, Any]:
-        body = item.body("in_progress")
-        if item.kind == "message":
-            body["content"] = []
-        return body
+    def _added_body(self, item: _Item) -> ResponseOutput:
+        if item.kind == "message":  # its text comes in the content part events
+            opened: MessageItem = {
+                "id": item.id,
+                "type": "message",
+                "role": "assistant",
+                "status": "in_progress",
+                "content": [],
+            }
+            return opened
+        return item.body("in_progress")
 
     def _current(self, kind: str) -> _Item | None:
         last = self.items[-1] if self.items else None
         return last if last is not None and last.kind == kind and not last.done else None
 
-    def _reasoning(self, delta: dict[str, Any]) -> list[bytes]:
+    def _reasoning(self, delta: Delta) -> list[bytes]:
         out: list[bytes] = []
         item = self._current("reasoning")
         if item is None:
@@ -212,7 +247,7 @@ class ResponsesRenderer:
                 )
             )
         for block in delta.get("thinking_blocks") or ():
-            _add_thinking(item.thinking_blocks, block)
+            add_thinking(item.thinking_blocks, block)
         text = delta.get("reasoning_content")
         if text:
             item.text.append(text)
@@ -254,7 +289,7 @@ class ResponsesRenderer:
         )
         return out
 
-    def _tool_call(self, call: dict[str, Any]) -> list[bytes]:
+    def _tool_call(self, call: ToolCallDelta) -> list[bytes]:
         out: list[bytes] = []
         position = int(call.get("index", 0))
         function = call.get("function") or {}
@@ -262,7 +297,7 @@ class ResponsesRenderer:
         if item is None:
 
             def setup(new: _Item) -> None:  # the added event names the call as known so far
-                new.call["id"] = call.get("id")
+                new.call["id"] = call.get("id")  # None until the stream names it
                 new.call["function"]["name"] = function.get("name") or ""
 
             item, out = self._open("function_call", setup)
@@ -282,7 +317,7 @@ class ResponsesRenderer:
             )
         return out
 
-    def whole_item(self, body: dict[str, Any]) -> list[bytes]:
+    def whole_item(self, body: ResponseOutput) -> list[bytes]:
         """An output item complete as it appears (a ``compaction`` item): its events."""
         out = self._close_all()
         item = _WholeItem(body, len(self.items))
@@ -302,10 +337,10 @@ class ResponsesRenderer:
     def _close(self, item: _Item) -> list[bytes]:
         item.done = True
         text = "".join(item.text)
-        common = {"item_id": item.id, "output_index": item.index}
+        common: _Where = {"item_id": item.id, "output_index": item.index}
         out: list[bytes] = []
         if item.kind == "reasoning":
-            part = {"type": "summary_text", "text": text}
+            part: SummaryText = {"type": "summary_text", "text": text}
             out.append(
                 self._event(
                     "response.reasoning_summary_text.done", **common, summary_index=0, text=text
@@ -317,7 +352,7 @@ class ResponsesRenderer:
                 )
             )
         elif item.kind == "message":
-            text_part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+            text_part: OutputTextPart = {"type": "output_text", "text": text, "annotations": []}
             out.append(
                 self._event(
                     "response.output_text.done", **common, content_index=0, text=text, logprobs=[]
@@ -342,18 +377,3 @@ class ResponsesRenderer:
             )
         )
         return out
-
-
-def _add_thinking(blocks: list[dict[str, Any]], block: dict[str, Any]) -> None:
-    """Thinking arrives as text pieces, then the signature that closes the block; a redacted
-    block arrives whole. Kept byte-for-byte."""
-    if block.get("type") != "thinking":
-        blocks.append(dict(block))
-        return
-    last = blocks[-1] if blocks else None
-    if last is None or last.get("type") != "thinking" or last.get("signature"):
-        last = {"type": "thinking", "thinking": ""}
-        blocks.append(last)
-    last["thinking"] += block.get("thinking") or ""
-    if block.get("signature"):
-        last["signature"] = block["signature"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any
+from typing import Any, cast
 
 from app.conversations.repository import conversation_repository
 from app.conversations.service import conversation_service
@@ -13,6 +13,8 @@ from app.core.errors import NotFound
 from app.db.models import ResponseRecord
 from app.responses.objects import response_object
 from app.responses.repository import response_repository as repository
+from app.wire.chat import ChatMessage
+from app.wire.json import JSONObject
 
 __all__ = ["ResponseService", "StartPoint", "response_service"]
 
@@ -26,7 +28,7 @@ class StartPoint:
 
     conversation_id: str | None = None  # continue this stored conversation
     at: int | None = None  # exactly after this many of its messages (else: branch)
-    history: list[dict[str, Any]] = field(default_factory=list)  # store=false: sent as they are
+    history: list[ChatMessage] = field(default_factory=list)  # store=false: sent as they are
 
 
 def _not_found(response_id: str, param: str | None = None) -> NotFound:
@@ -87,7 +89,7 @@ class ResponseService:
                 raise _not_found(response_id)
             await repository.delete(session, record)
 
-    def to_object(self, record: ResponseRecord) -> dict[str, Any]:
+    def to_object(self, record: ResponseRecord) -> JSONObject:
         echo = dict(record.echo)
         utilization = echo.pop("context_utilization", None)
         created = record.created_at
@@ -106,7 +108,7 @@ class ResponseService:
         )
 
 
-def _resent(message: Any, newest_user: bool) -> dict[str, Any]:
+def _resent(message: Any, newest_user: bool) -> ChatMessage:
     """A stored message as the continuation resends it (per-turn context with the newest user
     message only, as the pipeline sends it)."""
     data: dict[str, Any] = message.to_openai(with_prefix=newest_user)
@@ -114,7 +116,8 @@ def _resent(message: Any, newest_user: bool) -> dict[str, Any]:
         value = getattr(message, key, None)
         if value:
             data[key] = value
-    return {key: value for key, value in data.items() if key in (*_RESENT, *_REASONING)}
+    kept = {key: value for key, value in data.items() if key in (*_RESENT, *_REASONING)}
+    return cast(ChatMessage, kept)  # a stored message, as the store gives it
 
 
 response_service = ResponseService()

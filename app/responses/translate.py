@@ -1,5 +1,5 @@
-"""Responses ⇄ chat: the request's items become one internal chat turn; the chat answer
-becomes Responses output items.
+"""Responses ⇄ chat: the request's items become one internal chat turn (the answer's way
+back is output.py; tools are tools.py).
 
 Round trips are exact where a provider checks them: an assistant message rebuilt from output
 items hashes like the one stored (so full-history clients continue the same conversation), and
@@ -9,76 +9,85 @@ byte-for-byte.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import secrets
-from typing import Any
+from typing import TypedDict, cast
 
 import orjson
-from pydantic import ValidationError
 
 from app.core.errors import BadRequest
-from app.llm.pricing import prompt_cache
-from app.llm.responses import Usage
-from app.llm.responses_items import NATIVE_BLOCK
+from app.protocol.chat import AttachmentRef, ContextOptions
+from app.responses.output import (
+    decode_reasoning,
+    encode_reasoning,
+    item_id,
+    output_items,
+    response_usage,
+)
 from app.responses.schemas import (
     ContentPart,
     FunctionCallItem,
     FunctionCallOutputItem,
-    FunctionTool,
     MessageItem,
     ReasoningItem,
     ResponsesRequest,
 )
+from app.responses.tools import chat_tool, chat_tool_choice, function_tools
+from app.wire.chat import (
+    ChatMessage,
+    ChatTool,
+    FileData,
+    FilePart,
+    ImagePart,
+    ImageURL,
+    NamedToolChoice,
+    NativeBlock,
+    TextPart,
+    ThinkingBlockParam,
+    ToolCall,
+)
+from app.wire.chat import ContentPart as ChatPart
+from app.wire.json import JSONObject
+from app.wire.responses import InputTextPart, OutputTextPart
 
 __all__ = [
+    "ChatParams",
     "chat_messages",
     "chat_params",
+    "input_items",
+    # the answer's side, where the door's callers and tests have always found it
     "decode_reasoning",
     "encode_reasoning",
-    "function_tools",
-    "input_items",
     "item_id",
     "output_items",
     "response_usage",
 ]
 
-_REASONING_PREFIX = "cg1:"
 
+class ChatParams(TypedDict, total=False):
+    """The chat request's fields besides model and messages, as a Responses request sets them."""
 
-def item_id(prefix: str) -> str:
-    """Ids of output items and responses: ``msg_…``, ``fc_…``, ``rs_…``, ``resp_…``."""
-    return f"{prefix}_{secrets.token_hex(16)}"
-
-
-# ---- reasoning: thinking blocks ride in encrypted_content -------------------------------
-
-
-def encode_reasoning(thinking_blocks: list[dict[str, Any]]) -> str:
-    payload = orjson.dumps({"thinking_blocks": thinking_blocks})
-    return _REASONING_PREFIX + base64.urlsafe_b64encode(payload).decode()
-
-
-def decode_reasoning(encrypted: str | None) -> list[dict[str, Any]] | None:
-    """The thinking blocks of a reasoning item contextgate produced; None for anyone else's."""
-    if not encrypted or not encrypted.startswith(_REASONING_PREFIX):
-        return None
-    try:
-        data = orjson.loads(base64.urlsafe_b64decode(encrypted[len(_REASONING_PREFIX) :]))
-    except (binascii.Error, ValueError):
-        return None
-    blocks = data.get("thinking_blocks") if isinstance(data, dict) else None
-    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-        return None
-    return blocks
+    stream: bool
+    user: str
+    max_tokens: int
+    temperature: float
+    top_p: float
+    parallel_tool_calls: bool
+    conversation_id: str
+    attachments: list[AttachmentRef]
+    context: ContextOptions
+    tools: list[ChatTool]
+    tool_choice: str | NamedToolChoice
+    reasoning_effort: str
+    response_format: JSONObject
+    stream_options: JSONObject
 
 
 # ---- request: items → chat messages --------------------------------------------------------
 
 
-def _chat_part(part: ContentPart, where: str) -> dict[str, Any]:
+def _chat_part(part: ContentPart, where: str) -> ChatPart:
     if part.type in ("input_text", "output_text", "text"):
-        return {"type": "text", "text": part.text or ""}
+        text: TextPart = {"type": "text", "text": part.text or ""}
+        return text
     if part.type == "refusal":
         return {"type": "text", "text": part.refusal or ""}
     if part.type == "input_image":
@@ -88,29 +97,30 @@ def _chat_part(part: ContentPart, where: str) -> dict[str, Any]:
                 param=where,
                 code="unsupported_content",
             )
-        image: dict[str, Any] = {"url": part.image_url}
+        image: ImageURL = {"url": part.image_url}
         if part.detail:
             image["detail"] = part.detail
-        return {"type": "image_url", "image_url": image}
-    file = {
-        key: value
-        for key, value in (
-            ("file_data", part.file_data),
-            ("file_id", part.file_id),
-            ("filename", part.filename),
-        )
-        if value
-    }
-    return {"type": "file", "file": file}
+        image_part: ImagePart = {"type": "image_url", "image_url": image}
+        return image_part
+    file: FileData = {}
+    if part.file_data:
+        file["file_data"] = part.file_data
+    if part.file_id:
+        file["file_id"] = part.file_id
+    if part.filename:
+        file["filename"] = part.filename
+    file_part: FilePart = {"type": "file", "file": file}
+    return file_part
 
 
-def _chat_content(content: str | list[ContentPart], where: str) -> str | list[dict[str, Any]]:
+def _chat_content(content: str | list[ContentPart], where: str) -> str | list[ChatPart]:
     """A string stays a string; text-only parts become one string; others stay parts."""
     if isinstance(content, str):
         return content
     parts = [_chat_part(part, f"{where}.{i}") for i, part in enumerate(content)]
-    if all(part["type"] == "text" for part in parts):
-        return "".join(part["text"] for part in parts)
+    texts = [part["text"] for part in parts if part["type"] == "text"]
+    if len(texts) == len(parts):
+        return "".join(texts)
     return parts
 
 
@@ -122,15 +132,15 @@ class _Assistant:
 
     def reset(self) -> None:
         self.text: list[str] = []
-        self.tool_calls: list[dict[str, Any]] = []
+        self.tool_calls: list[ToolCall] = []
         self.reasoning: list[str] = []
-        self.thinking_blocks: list[dict[str, Any]] = []
+        self.thinking_blocks: list[ThinkingBlockParam] = []
 
-    def flush(self, messages: list[dict[str, Any]]) -> None:
+    def flush(self, messages: list[ChatMessage]) -> None:
         if not self.text and not self.tool_calls:
             self.reset()  # reasoning alone carries no turn
             return
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        message: ChatMessage = {"role": "assistant", "content": "".join(self.text) or None}
         if self.tool_calls:
             message["tool_calls"] = self.tool_calls
         if self.reasoning:
@@ -141,9 +151,18 @@ class _Assistant:
         self.reset()
 
 
-def chat_messages(request: ResponsesRequest) -> list[dict[str, Any]]:
+def _reasoning_blocks(item: ReasoningItem) -> list[ThinkingBlockParam]:
+    """Thinking blocks contextgate put in the item; the provider's own encrypted reasoning
+    (native path) kept whole as a native block."""
+    blocks = decode_reasoning(item.encrypted_content)
+    if blocks is None and item.encrypted_content:
+        return [NativeBlock(type="openai_item", item=item.model_dump(exclude_none=True))]
+    return blocks or []
+
+
+def chat_messages(request: ResponsesRequest) -> list[ChatMessage]:
     """The request's instructions and input as chat messages, in order."""
-    messages: list[dict[str, Any]] = []
+    messages: list[ChatMessage] = []
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
     if isinstance(request.input, str):
@@ -167,10 +186,7 @@ def chat_messages(request: ResponsesRequest) -> list[dict[str, Any]]:
             summary = "".join(part.text for part in item.summary)
             if summary:
                 pending.reasoning.append(summary)
-            blocks = decode_reasoning(item.encrypted_content)
-            if blocks is None and item.encrypted_content:  # the provider's own (native path)
-                blocks = [{"type": NATIVE_BLOCK, "item": item.model_dump(exclude_none=True)}]
-            pending.thinking_blocks.extend(blocks or [])
+            pending.thinking_blocks.extend(_reasoning_blocks(item))
         elif isinstance(item, FunctionCallOutputItem):
             pending.flush(messages)
             messages.append(
@@ -190,59 +206,7 @@ def chat_messages(request: ResponsesRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def function_tools(tools: list[dict[str, Any]] | None, where: str = "tools") -> list[FunctionTool]:
-    """The function tools of a request, namespaces flattened; hosted tools left out."""
-    found: list[FunctionTool] = []
-    for index, tool in enumerate(tools or ()):
-        kind = tool.get("type")
-        if kind == "function":
-            try:
-                found.append(FunctionTool.model_validate(tool))
-            except ValidationError as error:
-                raise BadRequest(
-                    f"Invalid function tool: {error.errors()[0].get('msg')}",
-                    param=f"{where}.{index}",
-                    code="invalid_tool",
-                ) from None
-        elif kind == "namespace":
-            inner = tool.get("tools")
-            if not isinstance(inner, list) or not all(isinstance(t, dict) for t in inner):
-                raise BadRequest(
-                    "A namespace tool's 'tools' must be a list of tool objects.",
-                    param=f"{where}.{index}.tools",
-                    code="invalid_tool",
-                )
-            found += function_tools(inner, f"{where}.{index}.tools")
-        elif not isinstance(kind, str):
-            raise BadRequest("Every tool needs a 'type'.", param=f"{where}.{index}")
-    return found
-
-
-def _chat_tool(tool: FunctionTool) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool.name}
-    if tool.description is not None:
-        function["description"] = tool.description
-    function["parameters"] = tool.parameters or {"type": "object", "properties": {}}
-    if tool.strict is not None:
-        function["strict"] = tool.strict
-    return {"type": "function", "function": function}
-
-
-def _chat_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
-    if isinstance(choice, str):
-        return choice
-    if choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        return {"type": "function", "function": {"name": choice["name"]}}
-    if choice.get("type") in ("auto", "none", "required"):
-        return str(choice["type"])
-    raise BadRequest(
-        "tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'name': …}.",
-        param="tool_choice",
-        code="unsupported_tool_choice",
-    )
-
-
-def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
+def _response_format(text: JSONObject | None) -> JSONObject | None:
     fmt = (text or {}).get("format")
     if not isinstance(fmt, dict) or fmt.get("type") in (None, "text"):
         return None
@@ -258,11 +222,11 @@ def _response_format(text: dict[str, Any] | None) -> dict[str, Any] | None:
     )
 
 
-def chat_params(request: ResponsesRequest, *, native: bool = False) -> dict[str, Any]:
+def chat_params(request: ResponsesRequest, *, native: bool = False) -> ChatParams:
     """The chat request's fields besides model and messages (extensions included). ``native``:
     the turn goes to OpenAI's own Responses API, which takes a hosted tool's ``tool_choice``
     as it is (left out of the chat form here, not refused)."""
-    params: dict[str, Any] = {
+    params: dict[str, object] = {
         "stream": request.stream,
         "user": request.user,
         "max_tokens": request.max_output_tokens,
@@ -275,11 +239,11 @@ def chat_params(request: ResponsesRequest, *, native: bool = False) -> dict[str,
     }
     tools = function_tools(request.tools)
     if tools:
-        params["tools"] = [_chat_tool(tool) for tool in tools]
+        params["tools"] = [chat_tool(tool) for tool in tools]
     choice_type = request.tool_choice.get("type") if isinstance(request.tool_choice, dict) else None
     hosted_choice = native and choice_type not in (None, "function", "auto", "none", "required")
     if request.tool_choice is not None and not hosted_choice:
-        choice = _chat_tool_choice(request.tool_choice)
+        choice = chat_tool_choice(request.tool_choice)
         if tools:  # chat APIs refuse a tool_choice (or parallel_tool_calls) without tools
             params["tool_choice"] = choice
     if not tools:
@@ -292,20 +256,21 @@ def chat_params(request: ResponsesRequest, *, native: bool = False) -> dict[str,
         params["response_format"] = response_format
     if request.stream:
         params["stream_options"] = {"include_usage": True}
-    return {key: value for key, value in params.items() if value is not None}
+    return cast(ChatParams, {key: value for key, value in params.items() if value is not None})
 
 
-def _item_part(part: ContentPart | str, role: str) -> dict[str, Any]:
+def _item_part(part: ContentPart | str, role: str) -> InputTextPart | OutputTextPart | JSONObject:
     if isinstance(part, str):
-        kind = "output_text" if role == "assistant" else "input_text"
-        return {"type": kind, "text": part, **({"annotations": []} if role == "assistant" else {})}
+        if role == "assistant":
+            return OutputTextPart(type="output_text", text=part, annotations=[])
+        return InputTextPart(type="input_text", text=part)
     return part.model_dump(exclude_none=True)
 
 
-def input_items(request: ResponsesRequest) -> list[dict[str, Any]]:
+def input_items(request: ResponsesRequest) -> list[JSONObject]:
     """The input as OpenAI lists it back (``input_items``): every item with an id."""
     if isinstance(request.input, str):
-        items: list[dict[str, Any]] = [
+        items: list[JSONObject] = [
             {"type": "message", "role": "user", "content": [_item_part(request.input, "user")]}
         ]
     else:
@@ -322,83 +287,3 @@ def input_items(request: ResponsesRequest) -> list[dict[str, Any]]:
         if data["type"] != "reasoning":
             data.setdefault("status", "completed")
     return items
-
-
-# ---- answer: chat message → output items ---------------------------------------------------
-
-
-def reasoning_item(
-    item: str, reasoning: str | None, thinking_blocks: list[dict[str, Any]] | None
-) -> dict[str, Any]:
-    text = reasoning or "".join(str(b.get("thinking") or "") for b in thinking_blocks or ())
-    data: dict[str, Any] = {
-        "id": item,
-        "type": "reasoning",
-        "summary": [{"type": "summary_text", "text": text}] if text else [],
-    }
-    if thinking_blocks:
-        data["encrypted_content"] = encode_reasoning(thinking_blocks)
-    return data
-
-
-def message_item(item: str, text: str, status: str = "completed") -> dict[str, Any]:
-    return {
-        "id": item,
-        "type": "message",
-        "role": "assistant",
-        "status": status,
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
-
-
-def function_call_item(
-    item: str, call: dict[str, Any], status: str = "completed"
-) -> dict[str, Any]:
-    function = call.get("function") or {}
-    return {
-        "id": item,
-        "type": "function_call",
-        "status": status,
-        "call_id": str(call.get("id") or item),
-        "name": str(function.get("name") or ""),
-        "arguments": str(function.get("arguments") or ""),
-    }
-
-
-def output_items(message: dict[str, Any]) -> list[dict[str, Any]]:
-    """An assistant chat message as output items: reasoning, message, function calls."""
-    items: list[dict[str, Any]] = []
-    if message.get("reasoning_content") or message.get("thinking_blocks"):
-        items.append(
-            reasoning_item(
-                item_id("rs"), message.get("reasoning_content"), message.get("thinking_blocks")
-            )
-        )
-    content = message.get("content")
-    if isinstance(content, list):
-        content = "".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
-    if content:
-        items.append(message_item(item_id("msg"), content))
-    for call in message.get("tool_calls") or ():
-        items.append(function_call_item(item_id("fc"), call))
-    return items
-
-
-def response_usage(usage: Usage | None) -> dict[str, Any]:
-    raw = usage.raw if usage else {}
-    prompt = usage.prompt_tokens if usage else 0
-    completion = usage.completion_tokens if usage else 0
-    cache = prompt_cache(raw)
-    completion_details = raw.get("completion_tokens_details") or {}
-    return {
-        "input_tokens": prompt,
-        "input_tokens_details": {
-            "cached_tokens": cache.read_tokens,
-            "cache_write_tokens": cache.write_tokens,
-        },
-        "output_tokens": completion,
-        "output_tokens_details": {
-            "reasoning_tokens": int(completion_details.get("reasoning_tokens") or 0)
-        },
-        "total_tokens": prompt + completion,
-    }

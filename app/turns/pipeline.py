@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -53,6 +53,7 @@ from app.turns.owner import (
 from app.turns.reading import attachments_key, continuation, leading_system, own_system_prompt
 from app.turns.repository import request_log_repository
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
+from app.wire.chat import ChatMessage
 
 __all__ = ["Prepared", "prepare", "record"]
 
@@ -67,7 +68,7 @@ class Prepared:
     caller: Caller
     request_id: str
     started: float
-    messages: list[dict[str, Any]]  # what goes upstream
+    messages: list[ChatMessage]  # what goes upstream
     utilization: ContextUtilization
     resolved: ResolvedConversation | None = None  # None: context disabled, nothing stored
     new_messages: list[ConversationMessage] = field(default_factory=list)
@@ -105,7 +106,7 @@ def _tool_definitions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
 
 async def _passthrough(state: AppState, context: TurnContext) -> Prepared:
     request = context.request
-    messages = [m.model_dump(exclude_none=True) for m in request.messages]
+    messages = request.chat_messages()
     tokens = await state.tokens.count_messages_async(messages, request.model)  # off the loop
     tools = await count_tools(state.tokens, _tool_definitions(request), request.model)
     utilization = ContextUtilization(
@@ -265,7 +266,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         caller=context.caller,
         request_id=context.request_id,
         started=context.started,
-        messages=built.messages,
+        messages=cast(list[ChatMessage], built.messages),  # app/context builds the chat form
         utilization=utilization,
         resolved=resolved,
         new_messages=new,
@@ -286,7 +287,7 @@ def _anthropic(state: AppState, model: str) -> bool:
 
 
 def answer_message(
-    state: AppState, model: str, message: dict[str, Any], *, complete: bool = True
+    state: AppState, model: str, message: ChatMessage, *, complete: bool = True
 ) -> ConversationMessage:
     stored = {key: message.get(key) for key in _STORED_KEYS if message.get(key) is not None}
     stored["role"] = "assistant"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from app.context.cache_hints import provider_cache_cost
 from app.context.metadata import CostInfo
@@ -14,10 +14,20 @@ from app.llm.responses import Usage
 from app.turns.context import TurnContext
 from app.turns.native import call_upstream
 from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
+from app.wire.chat import ChatCompletion, ChatMessage
+from app.wire.json import JSONObject
 
-__all__ = ["TurnResult", "record_failure", "run_turn", "turn_cost"]
+__all__ = ["Extensions", "TurnResult", "record_failure", "run_turn", "turn_cost"]
 
 logger = logging.getLogger(__name__)
+
+
+class Extensions(TypedDict):
+    """contextgate's fields beside a door's own answer (every door sends them)."""
+
+    conversation_id: str | None
+    cost: JSONObject
+    context_utilization: JSONObject
 
 
 @dataclass(slots=True)
@@ -25,17 +35,17 @@ class TurnResult:
     """What a door renders: the stored answer in chat form, its usage and cost."""
 
     prepared: Prepared
-    message: dict[str, Any]  # role, content, tool_calls, reasoning_content, thinking_blocks
+    message: ChatMessage  # role, content, tool_calls, reasoning_content, thinking_blocks
     finish_reason: str | None
     usage: Usage | None
     cost: CostInfo
-    completion: dict[str, Any] | None = None  # the normalized chat.completion (not streamed)
+    completion: ChatCompletion | None = None  # the normalized chat.completion (not streamed)
 
     @property
     def conversation_id(self) -> str | None:
         return self.prepared.conversation_id
 
-    def extensions(self) -> dict[str, Any]:
+    def extensions(self) -> Extensions:
         """contextgate's fields beside the door's own answer."""
         return {
             "conversation_id": self.prepared.conversation_id,

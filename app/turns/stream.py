@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from app.core.errors import ContextGateError
 from app.core.state import AppState
@@ -24,6 +24,7 @@ from app.turns.context import TurnContext
 from app.turns.native import open_upstream_stream
 from app.turns.pipeline import Prepared, answer_message, prepare, record
 from app.turns.service import TurnResult, record_failure, turn_cost
+from app.wire.stream import ChatChunk
 
 # What every door's event stream is answered with (no caching, no proxy buffering).
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -38,7 +39,7 @@ class StreamRenderer(Protocol):
 
     def start(self) -> list[bytes]: ...
 
-    def chunk(self, chunk: dict[str, Any]) -> list[bytes]: ...
+    def chunk(self, chunk: ChatChunk) -> list[bytes]: ...
 
     def finish(self, result: TurnResult) -> list[bytes]: ...
 
