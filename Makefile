@@ -111,7 +111,8 @@ typecheck: install
 PG_SUITE ?= tests/chat/test_chat_inprocess.py tests/conversations/test_append_continuing.py \
 	tests/conversations/test_repositories.py tests/db/test_migrations.py tests/llm/test_netio.py \
 	tests/llm/test_upstream_connection_reuse.py tests/llm/test_upstream_proxy_and_cookies.py \
-	tests/llm/test_transports.py tests/e2e tests/memories tests/reliability tests/perf tests/scale
+	tests/llm/test_transports.py tests/e2e tests/memories tests/compaction tests/recall \
+	tests/embedders tests/reliability tests/perf tests/scale
 
 test: install system-deps agents lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -29,6 +29,7 @@ from app.core.state import AppState
 from app.core.textcheck import TextCheckMiddleware
 from app.core.warmup import start_warm_up
 from app.demo.router import install_demo
+from app.embedders.embedder import build_embedder
 from app.embeddings.router import router as embeddings_router
 from app.keys.router import router as keys_router
 from app.keys.wiring import (
@@ -40,7 +41,6 @@ from app.keys.wiring import (
 from app.llm.client import LLMClient, RetryPolicy
 from app.llm.reach import HelperModels
 from app.llm.routing import ModelRouter, load_model_list
-from app.memories.embedder import build_embedder
 from app.memories.router import router as memories_router
 from app.memories.runtime import MemoryRuntime
 from app.memories.save import router as conversation_save_router

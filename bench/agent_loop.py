@@ -125,7 +125,7 @@ tokens in the compaction run's second half, with 34 summarizer calls (the 1,000-
 above predates the periodic summaries). Between 2026-11-23 16:44 and this session the same run
 made 131 summarizer calls with a mean of 2,536 tokens: every per-turn block (here message
 recall's) stayed in every later prompt and in the stored counts. Since, a block stays only
-while its turn is long enough to be worth keeping cached (app/memories/frozen.py); this loop's
+while its turn is long enough to be worth keeping cached (app/turns/frozen.py); this loop's
 figures are unchanged by it. Known interplay: a deep cut can drop turns after the compaction
 boundary that no summary covers yet (compaction keeps its raw tail only with the cache fit
 off); message recall brings such a turn back when a later question needs it."""

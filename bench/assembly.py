@@ -65,7 +65,7 @@ async def _seed_vectors(state: Any, tenant_id: str, conversation_id: str) -> Non
     from sqlalchemy import insert, select
 
     from app.db.models import Message, MessageVector
-    from app.memories.embedder import encode_vector
+    from app.embedders.embedder import encode_vector
 
     rng = np.random.default_rng(26)
     dimensions = int(getattr(state.embedder, "dimensions", 384))

@@ -29,7 +29,8 @@ from app.cli import run_migrations
 from app.core.settings import Settings
 from app.db.models import Memory
 from app.main import build_state, create_app
-from app.memories.retrieval import retrieve
+from app.memories.retrieval import RetrievalQuery, retrieve
+from app.turns.memory_services import index_services
 from tests.fake_upstream import FakeUpstream
 
 BENCH = Path(__file__).resolve().parent
@@ -147,9 +148,8 @@ async def retrieval_latency(url: str, count: int, queries: int) -> dict[str, flo
         query = sentence(rng, 8)
         started = time.perf_counter()
         async with state.database.reading() as session:
-            found = await retrieve(
-                state, session, "default", "bench-user", query, count=count_tokens, notes=[]
-            )
+            question = RetrievalQuery("default", "bench-user", query, count_tokens)
+            found = await retrieve(index_services(state), state.settings, session, question, [])
         elapsed = (time.perf_counter() - started) * 1000
         assert found
         if i == 0:

@@ -25,7 +25,7 @@ import app  # noqa: F401  (offline defaults first)
 from app.cli import run_migrations
 from app.core.settings import Settings
 from app.main import create_app
-from app.memories import hooks
+from app.turns import memory_context as hooks
 from bench.memory import SUMMARY, sentence
 from tests.fake_upstream import FakeUpstream
 

@@ -29,11 +29,21 @@ import app  # noqa: F401  (offline defaults first)
 from app.cli import run_migrations
 from app.core.settings import Settings
 from app.db.models import Memory
+from app.embedders.embedded import FUNCTION_WORDS, EmbeddedEmbedder
+from app.embedders.embedder import embedded_embedder
 from app.main import build_state
-from app.memories.embedded import FUNCTION_WORDS, EmbeddedEmbedder
-from app.memories.embedder import embedded_embedder
-from app.memories.retrieval import Candidate, LexicalIndex, fuse, rank, retrieve
+from app.memories.retrieval import (
+    Candidate,
+    LexicalIndex,
+    RankPolicy,
+    Relevance,
+    RetrievalQuery,
+    fuse,
+    rank,
+    retrieve,
+)
 from app.memories.runtime import MemoryRuntime
+from app.turns.memory_services import index_services
 from bench.retrieval_data import DISTRACTORS, LEXICAL, PARAPHRASED
 
 KS = (1, 3, 8)
@@ -138,6 +148,9 @@ def production_quality(
 ) -> dict[str, Any]:
     """recall@8 through ``rank`` (the threshold applied), uniform and random importances."""
     now = datetime.now(UTC)
+    policy = RankPolicy(
+        now=now, half_life_days=90.0, min_score=0.0, top_k=8, token_cap=10**6, count=len
+    )
     rng = random.Random(5)
     results: dict[str, Any] = {}
     for label, importances, ages in (
@@ -156,18 +169,10 @@ def production_quality(
         injected: list[int] = []
         for i in range(len(questions)):
             eligible = (cosine[i] >= embedder.min_similarity) | strong[i]
-            chosen = rank(
-                candidates,
-                fuse(cosine[i], bm25[i], strong[i]),
-                now=now,
-                half_life_days=90.0,
-                min_score=0.0,
-                top_k=8,
-                token_cap=10**6,
-                count=len,
-                eligible=eligible,
-                reported=cosine[i],
+            scored = Relevance(
+                fuse(cosine[i], bm25[i], strong[i]), eligible=eligible, reported=cosine[i]
             )
+            chosen = rank(candidates, scored, policy)
             found_at.append([int(c.id) for c in chosen])
             injected.append(len(chosen))
         results[label] = {
@@ -212,15 +217,10 @@ async def latency(
     for i in range(queries + 1):
         started = time.perf_counter()
         async with state.database.reading() as session:
-            await retrieve(
-                state,
-                session,
-                "default",
-                "bench-user",
-                questions[i % len(questions)],
-                count=count_tokens,
-                notes=[],
+            question = RetrievalQuery(
+                "default", "bench-user", questions[i % len(questions)], count_tokens
             )
+            await retrieve(index_services(state), state.settings, session, question, [])
         elapsed = (time.perf_counter() - started) * 1000
         if i == 0:
             cold = elapsed
@@ -238,9 +238,8 @@ async def latency(
     async def timed(query: str) -> float:
         started = time.perf_counter()
         async with state.database.reading() as session:
-            await retrieve(
-                state, session, "default", "bench-user", query, count=count_tokens, notes=[]
-            )
+            question = RetrievalQuery("default", "bench-user", query, count_tokens)
+            await retrieve(index_services(state), state.settings, session, question, [])
         return (time.perf_counter() - started) * 1000
 
     # A rebuilt index now reads the stored vectors instead of computing them.

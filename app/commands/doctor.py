@@ -312,7 +312,7 @@ def check_embedder(settings: Settings) -> list[Check]:
     if settings.embedder in ("bm25", "wordllama") or settings.embedding_model:
         chosen = settings.embedding_model or settings.embedder
         return [Check("embedder", True, f"{chosen} (CONTEXTGATE_EMBEDDER / EMBEDDING_MODEL)")]
-    from app.memories.embedded import minilm_available
+    from app.embedders.embedded import minilm_available
 
     if minilm_available():
         return [Check("embedder", True, "all-MiniLM-L6-v2, offline from its installed weights")]

@@ -183,7 +183,7 @@ class ContextUtilization(BaseModel):
     # ids of memories the model saved with the ``remember`` tool (llm_triggered extraction)
     memories_remembered: list[str] = Field(default_factory=list)
     # Stored messages brought back by message recall: sequence_number, turn_number,
-    # conversation_id, similarity (app/memories/recall.py).
+    # conversation_id, similarity (app/recall/search.py).
     messages_recalled: list[dict[str, Any]] = Field(default_factory=list)
     # Why something fell back (planner failed, cache unreachable, …); empty when all went well.
     notes: list[str] = Field(default_factory=list)

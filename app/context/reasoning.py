@@ -36,7 +36,7 @@ def render_messages(
     """The messages as sent upstream, reasoning where the loop needs it. ``anchors`` collects
     the answers with a prompt hash, for the seal (app/context/seal.py) to check. A user
     message's frozen per-turn block goes with it when it starts the current loop, or when it
-    is one of ``kept_blocks`` (sequence numbers: app/memories/frozen.py)."""
+    is one of ``kept_blocks`` (sequence numbers: app/turns/frozen.py)."""
     start = _loop_start(sent)
     carries = [
         m.role == "assistant" and bool(m.thinking_blocks or m.reasoning_content) for m in sent

@@ -8,6 +8,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from app.compaction.repository import summary_repository
+from app.compaction.schemas import SummaryOut
 from app.conversations.items_service import items_service
 from app.conversations.repository import conversation_repository
 from app.conversations.schemas import (
@@ -22,8 +24,6 @@ from app.conversations.schemas import (
 from app.conversations.service import conversation_service
 from app.core.deps import CallerDep, StateDep
 from app.core.errors import BadRequest
-from app.memories.repository import memory_repository
-from app.memories.schemas import SummaryOut
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
@@ -87,7 +87,7 @@ async def get_conversation(
     async with state.database.reading() as session:
         conversation = await conversation_service.get(session, caller.tenant_id, conversation_id)
         messages = await conversation_service.messages(session, conversation)
-        summaries = await memory_repository.all_summaries(
+        summaries = await summary_repository.all_summaries(
             session, caller.tenant_id, conversation.id
         )
     summary = ConversationSummary.model_validate(conversation, from_attributes=True)

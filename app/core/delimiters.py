@@ -36,7 +36,7 @@ _TAG = re.compile(
 )
 
 # Every bracketed marker a contextgate prompt uses as a delimiter: the recalled-messages block
-# (app/memories/recall.py) and the per-turn context stamp (app/memories/template.py).
+# (app/recall/search.py) and the per-turn context stamp (app/memories/template.py).
 BRACKET_MARKERS = ("recalled", "context")
 
 _BRACKET = re.compile(

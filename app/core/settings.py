@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     cache_keep_tool_results: int = Field(1, ge=0)
     cache_clear_at_least_tokens: int = Field(4000, ge=0)
     # An older turn keeps its frozen per-turn block (memories, date, recalled messages) when it
-    # is at least this many times the block's size (app/memories/frozen.py).
+    # is at least this many times the block's size (app/turns/frozen.py).
     cache_block_keep_turn_ratio: float = Field(2.0, ge=0.0)
     cache_exclude_tools: list[str] = Field(default_factory=list)
     # cache_control breakpoints on the stable prefix for Anthropic models (client's kept).
@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     date_prefix: bool = False
     # llm_triggered extraction: the most rounds of `remember` calls handled per request.
     remember_max_rounds: int = Field(3, ge=1, le=10)
-    # Semantic retrieval and message recall (app/memories/embedder.py, retrieval.py, recall.py).
+    # Semantic retrieval and message recall (app/embedders/, memories/retrieval.py, recall/).
     # "embedded" (default): an offline model shipped in a package, MiniLM when its weights are
     # installed, else WordLlama; "minilm" / "wordllama": that one; "bm25": lexical only, no
     # embeddings. CONTEXTGATE_EMBEDDING_MODEL, when set, replaces the embedded model (litellm).

@@ -22,13 +22,13 @@ if TYPE_CHECKING:
     from app.cache.summary import SummaryCache
     from app.context.tokens import TokenCounter
     from app.conversations.claims import HeadClaims
+    from app.embedders.embedder import Embedder
     from app.keys.auth import Caller
     from app.keys.limits import KeyLimits
     from app.keys.service import KeyService
     from app.keys.throttle import AuthThrottle
     from app.llm.client import LLMClient
     from app.llm.reach import HelperModels
-    from app.memories.embedder import Embedder
     from app.memories.runtime import MemoryRuntime
     from app.turns.calibration import TokenCalibration
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from app.context.tokens import warm_encodings
 from app.core.state import AppState
-from app.memories.embedded import EmbeddedEmbedder
+from app.embedders.embedded import EmbeddedEmbedder
 
 __all__ = ["start_warm_up"]
 

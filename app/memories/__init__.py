@@ -1,1 +1,1 @@
-"""Memory: compaction of long conversations and long-term memory per user."""
+"""Long-term memory per user: facts and memories stored, extracted, retrieved and injected."""

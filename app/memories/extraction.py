@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from app.core.state import AppState
-from app.memories.compaction import render_transcript
-from app.memories.embeddings import EmbeddingFailed, embed
-from app.memories.index_refresh import refresh_soon
-from app.memories.llm_json import SummarizerFailed, call_json
+from app.compaction.llm_json import Summarizer, SummarizerFailed
+from app.compaction.repository import summary_repository
+from app.compaction.windows import render_transcript
+from app.context.tokens import TokenCounter
+from app.embedders.embedder import EmbeddingFailed, embed_texts
+from app.memories.index_refresh import IndexServices, refresh_soon
 from app.memories.prompts import EXTRACT_SYSTEM, extract_user
-from app.memories.repository import memory_repository
-from app.memories.retrieval import retrieve
+from app.memories.retrieval import RetrievalQuery, retrieve
 from app.memories.schemas import ExtractionOutput
 from app.memories.service import MemoryQuotaExceeded, NewMemory, memory_service
 
-__all__ = ["extract_memories", "extraction_due"]
+__all__ = ["ExtractionJob", "extract_memories", "extraction_due", "run_extraction"]
 
 logger = logging.getLogger(__name__)
 _EXISTING_SHOWN = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionJob:
+    """The newest ``turns`` of a conversation read by ``model`` for ``user``'s memory; lines
+    counted for ``count_model`` (the conversation's)."""
+
+    tenant_id: str
+    user: str
+    conversation_id: str
+    turns: int
+    model: str
+    count_model: str
 
 
 def extraction_due(mode: str, every: int, turn_count: int) -> int:
@@ -31,57 +45,53 @@ def extraction_due(mode: str, every: int, turn_count: int) -> int:
 
 
 async def extract_memories(
-    state: AppState,
-    *,
-    tenant_id: str,
-    user: str,
-    conversation_id: str,
-    turns: int,
-    model: str,
-    count_model: str,
+    services: IndexServices, summarizer: Summarizer, tokens: TokenCounter, job: ExtractionJob
 ) -> int:
     """Run one extraction; returns how many memories were created or updated."""
-    async with state.database.reading() as session:
-        conversation = await memory_repository.conversation(session, tenant_id, conversation_id)
+    settings = summarizer.settings
+    tenant_id, user, conversation_id = job.tenant_id, job.user, job.conversation_id
+    async with services.database.reading() as session:
+        conversation = await summary_repository.conversation(session, tenant_id, conversation_id)
         if conversation is None or conversation.turn_count == 0:
             return 0
-        messages = await memory_repository.messages_between(
+        messages = await summary_repository.messages_between(
             session,
             conversation_id,
             first_sequence=conversation.system_prompt_count,
-            first_turn=max(1, conversation.turn_count - turns + 1),
+            first_turn=max(1, conversation.turn_count - job.turns + 1),
             last_turn=conversation.turn_count,
         )
         transcript = render_transcript(messages)
-        existing = await retrieve(
-            state,
-            session,
+        query = RetrievalQuery(
             tenant_id,
             user,
             transcript,
-            count=lambda text: state.tokens.count_text(text, count_model),
-            notes=[],
+            lambda text: tokens.count_text(text, job.count_model),
             top_k=_EXISTING_SHOWN,
             min_score=0.0,
         )
+        existing = await retrieve(services, settings, session, query, [])
     if not transcript:
         return 0
     shown = [(m.id, m.memory_type, m.content) for m in existing]
-    output, _cost = await call_json(
-        state, model, EXTRACT_SYSTEM, extract_user(shown, transcript), ExtractionOutput
+    output, _cost = await summarizer.call_json(
+        job.model, EXTRACT_SYSTEM, extract_user(shown, transcript), ExtractionOutput
     )
     if not output.memories:
         return 0
     vectors: list[list[float] | None] = [None] * len(output.memories)
-    embedding_model = state.settings.embedding_model
+    embedding_model = settings.embedding_model
     if embedding_model:
         try:
-            found = await embed(state, embedding_model, [m.content for m in output.memories])
+            texts = [m.content for m in output.memories]
+            found = await embed_texts(
+                summarizer.llm, embedding_model, texts, timeout_s=settings.summarizer_timeout_s
+            )
             vectors = list(found)
         except EmbeddingFailed as exc:
             logger.warning("memory embeddings failed", extra={"error": str(exc)})
     known = {memory_id for memory_id, _, _ in shown}
-    async with state.database.writing() as session:
+    async with services.database.writing() as session:
         for extracted, vector in zip(output.memories, vectors, strict=True):
             try:
                 await memory_service.add(
@@ -99,20 +109,22 @@ async def extract_memories(
                         embedding=vector,
                         embedding_model=embedding_model if vector is not None else None,
                     ),
-                    dedupe_threshold=state.settings.memory_dedupe_similarity,
-                    quota=state.settings.tenant_max_memories,
+                    dedupe_threshold=settings.memory_dedupe_similarity,
+                    quota=settings.tenant_max_memories,
                 )
             except MemoryQuotaExceeded:  # the tenant's quota: the rest is not stored
                 logger.warning("memory quota reached", extra={"tenant_id": tenant_id})
                 break
-    refresh_soon(state, tenant_id, user)
+    refresh_soon(services, tenant_id, user)
     return len(output.memories)
 
 
-async def run_extraction(state: AppState, **kwargs: object) -> None:
+async def run_extraction(
+    services: IndexServices, summarizer: Summarizer, tokens: TokenCounter, job: ExtractionJob
+) -> None:
     """Background entry point: failures are logged, never raised (the answer is gone)."""
     try:
-        await extract_memories(state, **kwargs)  # type: ignore[arg-type]
+        await extract_memories(services, summarizer, tokens, job)
     except SummarizerFailed as exc:
         logger.warning("memory extraction failed", extra={"error": str(exc)})
     except Exception:

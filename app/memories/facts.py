@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import Memory, utcnow
 from app.memories.repository import memory_repository as repository
 
-__all__ = ["FactUpsert", "fact_content", "upsert_fact"]
+__all__ = ["FactUpsert", "FactValue", "fact_content", "upsert_fact"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,16 +30,21 @@ def fact_content(key: str, value: str) -> str:
     return f"{key}: {value}"
 
 
+@dataclass(frozen=True, slots=True)
+class FactValue:
+    """A fact as ``POST /v1/memories`` sends it: its key, its value, how it is typed."""
+
+    key: str
+    value: str
+    memory_type: str = "fact"
+    importance: int = 5
+
+
 async def upsert_fact(
-    session: AsyncSession,
-    tenant_id: str,
-    user: str,
-    *,
-    key: str,
-    value: str,
-    memory_type: str = "fact",
-    importance: int = 5,
+    session: AsyncSession, tenant_id: str, user: str, sent: FactValue
 ) -> FactUpsert:
+    key, value = sent.key, sent.value
+    memory_type, importance = sent.memory_type, sent.importance
     now = utcnow()
     current = await repository.facts(session, tenant_id, user, key)
     if current and current[0].content == value:

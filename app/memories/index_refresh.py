@@ -13,7 +13,7 @@ Another worker's write changes the signature, so every process sees it at its ne
 index is cached per process for (tenant, user): one user never reads another's index.
 
 Memories without a vector for the current embedder (at most ``_LAZY_LIMIT`` per request) are
-embedded here and written back in the background (vectors.py). A BM25 snapshot missing new or
+embedded here and written back in the background (memory_vectors.py). A BM25 snapshot missing new or
 changed memories is rebuilt in the background from the kept tokens, or before a query that
 shares a term with one of them (``ensure_lexical``). After this process stores memories,
 ``refresh_soon`` does all that in the background, before the next query asks.
@@ -23,19 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.state import AppState
-from app.memories.embedder import Embedder, EmbeddingFailed
+from app.core.database import Database
+from app.core.tasks import Tasks, spawn
+from app.embedders.embedder import Embedder, EmbeddingFailed
+from app.memories.indexes import MemoryIndexes
 from app.memories.lexical import LexicalIndex
 from app.memories.memory_index import MemoryRow, UserIndex
+from app.memories.memory_vectors import save_memory_vectors
 from app.memories.repository import memory_repository
-from app.memories.vectors import save_memory_vectors, spawn
 
-__all__ = ["ensure_lexical", "refresh_soon", "user_index"]
+__all__ = ["IndexServices", "ensure_lexical", "refresh_soon", "user_index"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,16 +56,28 @@ _FULL_LOAD_ABOVE = 2000
 _REBUILD_DELAY_S = 0.25
 
 
+@dataclass(frozen=True, slots=True)
+class IndexServices:
+    """What keeping users' retrieval indexes up to date uses: the database (a refresh reads it,
+    memory vectors are written back), the process's cached indexes, the embedder (None: BM25
+    only) and the background tasks."""
+
+    database: Database
+    indexes: MemoryIndexes
+    embedder: Embedder | None
+    tasks: Tasks
+
+
 async def user_index(
-    state: AppState,
+    services: IndexServices,
     session: AsyncSession,
     tenant_id: str,
     user: str,
     notes: list[str] | None = None,
 ) -> UserIndex:
     """The user's index, up to date with the database as of this call."""
-    runtime = state.memory
-    embedder = state.embedder
+    runtime = services.indexes
+    embedder = services.embedder
     name = embedder.name if embedder is not None else None
     key = (tenant_id, user)
     signature = (*await memory_repository.memory_signature(session, tenant_id, user), name)
@@ -89,10 +104,10 @@ async def user_index(
         if index.count != signature[0]:
             await _reconcile(session, tenant_id, user, index)
         if embedder is not None and not index.has_vector.all():
-            await _embed_missing(state, embedder, tenant_id, index, notes)
+            await _embed_missing(services, embedder, tenant_id, index, notes)
         runtime.store_index(key, signature, index)
     if index.lexical_stale:
-        _rebuild_lexical_later(state, index)
+        _rebuild_lexical_later(services.tasks, index)
     return index
 
 
@@ -119,7 +134,7 @@ async def _reconcile(session: AsyncSession, tenant_id: str, user: str, index: Us
 
 
 async def _embed_missing(
-    state: AppState,
+    services: IndexServices,
     embedder: Embedder,
     tenant_id: str,
     index: UserIndex,
@@ -130,14 +145,14 @@ async def _embed_missing(
     memories are found by BM25 alone."""
     if index.embedding_rest:  # the background is on it
         return
-    await _embed_batch(state, embedder, tenant_id, index, embedder.request_batch, notes)
+    await _embed_batch(services, embedder, tenant_id, index, embedder.request_batch, notes)
     if not index.has_vector.all():
         index.embedding_rest = True
-        spawn(state, _embed_rest(state, embedder, tenant_id, index))
+        spawn(services.tasks, _embed_rest(services, embedder, tenant_id, index))
 
 
 async def _embed_batch(
-    state: AppState,
+    services: IndexServices,
     embedder: Embedder,
     tenant_id: str,
     index: UserIndex,
@@ -156,15 +171,15 @@ async def _embed_batch(
     index.set_vectors([c.id for c in missing], vectors)
     if index.width is not None and vectors.ndim == 2 and vectors.shape[1] == index.width:
         saved = [(c.id, c.content, v) for c, v in zip(missing, vectors, strict=True)]
-        save_memory_vectors(state, tenant_id, embedder.name, saved)
+        save_memory_vectors(services.database, services.tasks, tenant_id, embedder.name, saved)
     return True
 
 
 async def _embed_rest(
-    state: AppState, embedder: Embedder, tenant_id: str, index: UserIndex
+    services: IndexServices, embedder: Embedder, tenant_id: str, index: UserIndex
 ) -> None:
     try:
-        while await _embed_batch(state, embedder, tenant_id, index, _BACKGROUND_BATCH, None):
+        while await _embed_batch(services, embedder, tenant_id, index, _BACKGROUND_BATCH, None):
             pass
     except Exception:  # retrieval goes on with BM25 for those; the next request retries
         logger.warning("memory vectors failed in the background", exc_info=True)
@@ -178,7 +193,7 @@ async def _rebuild_lexical(index: UserIndex) -> None:
     index.install_lexical(ids, contents, lexical)
 
 
-def _rebuild_lexical_later(state: AppState, index: UserIndex) -> None:
+def _rebuild_lexical_later(tasks: Tasks, index: UserIndex) -> None:
     """A new BM25 snapshot off the request path (one at a time per index)."""
     if index.rebuilding:
         return
@@ -194,7 +209,7 @@ def _rebuild_lexical_later(state: AppState, index: UserIndex) -> None:
         finally:
             index.rebuilding = False
 
-    spawn(state, rebuild())
+    spawn(tasks, rebuild())
 
 
 async def ensure_lexical(index: UserIndex, query: str) -> None:
@@ -204,17 +219,17 @@ async def ensure_lexical(index: UserIndex, query: str) -> None:
         await _rebuild_lexical(index)
 
 
-def refresh_soon(state: AppState, tenant_id: str, user: str) -> None:
+def refresh_soon(services: IndexServices, tenant_id: str, user: str) -> None:
     """After this process stored memories of ``user``: bring their cached index (if any) up
     to date and its BM25 snapshot rebuilt in the background, so the next query finds it ready."""
-    if state.memory.cached_entry((tenant_id, user)) is None:
+    if services.indexes.cached_entry((tenant_id, user)) is None:
         return
 
     async def refresh() -> None:
         try:
-            async with state.database.reading() as session:
-                await user_index(state, session, tenant_id, user)
+            async with services.database.reading() as session:
+                await user_index(services, session, tenant_id, user)
         except Exception:
             logger.warning("refreshing a memory index failed", exc_info=True)
 
-    spawn(state, refresh())
+    spawn(services.tasks, refresh())

@@ -16,14 +16,15 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.state import AppState
+from app.core.settings import Settings
 from app.db.models import Memory
+from app.memories.index_refresh import IndexServices
 from app.memories.repository import memory_repository
-from app.memories.retrieval import Retrieved, retrieve
+from app.memories.retrieval import RetrievalQuery, Retrieved, retrieve
 from app.memories.template import Line, render_block, render_line
 from app.protocol.chat import ContextOptions
 
-__all__ = ["MemorySelection", "date_prefix_wanted", "select_memories"]
+__all__ = ["MemoryRequest", "MemorySelection", "date_prefix_wanted", "select_memories"]
 
 
 @dataclass(slots=True)
@@ -58,28 +59,36 @@ class MemorySelection:
         return facts + memories
 
 
-def date_prefix_wanted(state: AppState, options: ContextOptions) -> bool:
-    return state.settings.date_prefix if options.date_prefix is None else options.date_prefix
+@dataclass(frozen=True, slots=True)
+class MemoryRequest:
+    """Whose memory, for which newest user message, with the request's ``context`` options;
+    ``count`` measures a line against the memory token cap."""
+
+    tenant_id: str
+    user: str
+    query: str
+    options: ContextOptions
+    count: Callable[[str], int]
+    now: datetime
+
+
+def date_prefix_wanted(settings: Settings, options: ContextOptions) -> bool:
+    return settings.date_prefix if options.date_prefix is None else options.date_prefix
 
 
 async def select_memories(
-    state: AppState,
+    services: IndexServices,
+    settings: Settings,
     session: AsyncSession,
-    tenant_id: str,
-    user: str,
-    query: str,
-    options: ContextOptions,
-    *,
-    count: Callable[[str], int],
+    wanted: MemoryRequest,
     notes: list[str],
-    now: datetime,
 ) -> MemorySelection:
-    settings = state.settings
     template = settings.memory_template
     cap = settings.memory_token_cap
+    count, now, options = wanted.count, wanted.now, wanted.options
     selection = MemorySelection()
     used = 0
-    facts = await memory_repository.facts(session, tenant_id, user)
+    facts = await memory_repository.facts(session, wanted.tenant_id, wanted.user)
     for fact in facts:
         line = Line(fact.memory_type, fact.importance, fact.content, fact.updated_at, fact.key)
         tokens = count(f"- {render_line(template, line, now)}")
@@ -92,13 +101,18 @@ async def select_memories(
         notes.append(
             f"memory: {selection.facts_omitted} user fact(s) did not fit the memory token cap"
         )
-    if not query.strip():
+    if not wanted.query.strip():
         return selection
     floor = options.memory_min_similarity
-    found = await retrieve(
-        state, session, tenant_id, user, query, count=count, notes=notes,
-        top_k=options.memory_top_k, min_similarity=floor,
-    )  # fmt: skip
+    query = RetrievalQuery(
+        wanted.tenant_id,
+        wanted.user,
+        wanted.query,
+        count,
+        top_k=options.memory_top_k,
+        min_similarity=floor,
+    )
+    found = await retrieve(services, settings, session, query, notes)
     for memory in found:
         if floor is not None and memory.similarity < floor:
             continue

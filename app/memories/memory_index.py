@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from app.memories.embedder import unit_rows
+from app.embedders.embedder import unit_rows
 from app.memories.lexical import LexicalIndex, tokenize
 
 __all__ = ["Candidate", "MemoryRow", "UserIndex", "epoch"]

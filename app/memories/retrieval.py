@@ -15,7 +15,8 @@ Eligible memories are taken best first up to ``top_k`` and a token cap.
 A user's index (BM25 + a float32 matrix of unit vectors, memory_index.py) is cached per process
 and brought up to date incrementally when the (count, latest update, embedder) signature of
 their memories changes (index_refresh.py). Memories stored without a vector for the current
-embedder are embedded then, and the vectors written back in the background (vectors.py).
+embedder are embedded then, and the vectors written back in the background
+(memory_vectors.py).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from datetime import UTC, datetime
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.state import AppState
-from app.memories.embedder import EmbeddingFailed
-from app.memories.index_refresh import ensure_lexical, user_index
+from app.core.settings import Settings
+from app.embedders.embedder import EmbeddingFailed
+from app.memories.index_refresh import IndexServices, ensure_lexical, user_index
 from app.memories.lexical import LEXICAL_COVERAGE, LEXICAL_STRONG, LexicalIndex
 from app.memories.memory_index import Candidate, UserIndex, epoch
 
@@ -40,7 +41,10 @@ __all__ = [
     "RRF_K",
     "Candidate",
     "LexicalIndex",
+    "RankPolicy",
+    "Relevance",
     "Retrieved",
+    "RetrievalQuery",
     "UserIndex",
     "fuse",
     "rank",
@@ -116,45 +120,71 @@ def relevance(
     return fuse(cosine, raw, strong), cosine.astype(float), eligible
 
 
-def rank(
-    candidates: Sequence[Candidate],
-    similarities: np.ndarray,
-    *,
-    now: datetime,
-    half_life_days: float,
-    min_score: float,
-    top_k: int,
-    token_cap: int,
-    count: Callable[[str], int],
-    importance: np.ndarray | None = None,
-    timestamps: np.ndarray | None = None,
-    eligible: np.ndarray | None = None,
-    reported: np.ndarray | None = None,
-) -> list[Retrieved]:
+@dataclass(frozen=True, slots=True)
+class Relevance:
+    """Per candidate: ``similarities``, the relevance the score multiplies; ``eligible``
+    (semantic mode) decides which may be chosen; ``reported``, the similarity to report (the
+    cosine; default ``similarities``). ``importance`` and ``timestamps``: the index's arrays,
+    read from the candidates when absent."""
+
+    similarities: np.ndarray
+    importance: np.ndarray | None = None
+    timestamps: np.ndarray | None = None
+    eligible: np.ndarray | None = None
+    reported: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankPolicy:
+    """How many memories, how old and how good: ``min_score`` applies without ``eligible``;
+    ``count`` measures a memory's line against ``token_cap``."""
+
+    now: datetime
+    half_life_days: float
+    min_score: float
+    top_k: int
+    token_cap: int
+    count: Callable[[str], int]
+
+
+def rank(candidates: Sequence[Candidate], scored: Relevance, policy: RankPolicy) -> list[Retrieved]:
     """The best memories by score (vectorized), then top_k and the token cap, best first.
 
-    ``similarities`` is the relevance the score multiplies. With ``eligible`` (semantic mode)
-    that mask decides and ``min_score`` is not used; without it, a memory needs a positive
-    similarity and a score of at least ``min_score``. ``reported``: the similarity to report
-    (the cosine), defaults to ``similarities``."""
+    With ``scored.eligible`` (semantic mode) that mask decides and ``min_score`` is not used;
+    without it, a memory needs a positive similarity and a score of at least ``min_score``."""
     if not len(candidates):
         return []
+    similarities = scored.similarities
+    importance, timestamps = scored.importance, scored.timestamps
     if importance is None:
         importance = np.asarray([c.importance for c in candidates], dtype=float)
     if timestamps is None:
         timestamps = np.asarray([epoch(c.updated_at) for c in candidates], dtype=float)
-    if reported is None:
-        reported = similarities
-    ages = np.maximum(0.0, (epoch(now) - timestamps) / 86400.0)
-    scores = similarities * (importance / 10.0) * np.power(0.5, ages / half_life_days)
+    ages = np.maximum(0.0, (epoch(policy.now) - timestamps) / 86400.0)
+    scores = similarities * (importance / 10.0) * np.power(0.5, ages / policy.half_life_days)
+    eligible = scored.eligible
     if eligible is None:
-        eligible = (similarities > 0) & (scores >= min_score)
+        eligible = (similarities > 0) & (scores >= policy.min_score)
     chosen_rows = np.flatnonzero(eligible)
     if not chosen_rows.size:
         return []
+    reported = similarities if scored.reported is None else scored.reported
+    return _best(candidates, chosen_rows, (scores, reported), policy)
+
+
+def _best(
+    candidates: Sequence[Candidate],
+    rows: np.ndarray,
+    values: tuple[np.ndarray, np.ndarray],
+    policy: RankPolicy,
+) -> list[Retrieved]:
+    """The eligible ``rows`` best first by score, within ``top_k`` and the token cap.
+    ``values``: (scores, similarities reported) of every candidate."""
+    scores, reported = values
+    top_k = policy.top_k
     # Enough of the best to fill top_k even when some do not fit the token cap.
-    keep = min(chosen_rows.size, max(top_k * 8, 64))
-    best = chosen_rows[np.argpartition(-scores[chosen_rows], keep - 1)[:keep]]
+    keep = min(rows.size, max(top_k * 8, 64))
+    best = rows[np.argpartition(-scores[rows], keep - 1)[:keep]]
     ordered = sorted(best.tolist(), key=lambda i: (-float(scores[i]), candidates[i].id))
     chosen: list[Retrieved] = []
     used = 0
@@ -162,8 +192,8 @@ def rank(
         if len(chosen) >= top_k:
             break
         candidate = candidates[i]
-        tokens = count(f"- ({candidate.memory_type}) {candidate.content}")
-        if used + tokens > token_cap:
+        tokens = policy.count(f"- ({candidate.memory_type}) {candidate.content}")
+        if used + tokens > policy.token_cap:
             continue
         chosen.append(
             Retrieved(
@@ -180,25 +210,34 @@ def rank(
     return chosen
 
 
+@dataclass(frozen=True, slots=True)
+class RetrievalQuery:
+    """The memories of ``user`` to find for ``query``; ``count`` measures a line against the
+    token cap; ``top_k``, ``min_score`` and ``min_similarity`` override the settings and the
+    embedder's calibrated floor."""
+
+    tenant_id: str
+    user: str
+    query: str
+    count: Callable[[str], int]
+    top_k: int | None = None
+    min_score: float | None = None
+    min_similarity: float | None = None
+
+
 async def retrieve(
-    state: AppState,
+    services: IndexServices,
+    settings: Settings,
     session: AsyncSession,
-    tenant_id: str,
-    user: str,
-    query: str,
-    *,
-    count: Callable[[str], int],
+    wanted: RetrievalQuery,
     notes: list[str],
-    top_k: int | None = None,
-    min_score: float | None = None,
-    min_similarity: float | None = None,
 ) -> list[Retrieved]:
-    """The memories to inject for ``query``; ``min_similarity`` overrides the embedder's."""
-    settings = state.settings
-    index = await user_index(state, session, tenant_id, user, notes)
+    """The memories to inject for ``wanted.query``."""
+    query = wanted.query
+    index = await user_index(services, session, wanted.tenant_id, wanted.user, notes)
     if not index.candidates or not query.strip():
         return []
-    embedder = state.embedder
+    embedder = services.embedder
     query_vector: np.ndarray | None = None
     if embedder is not None and index.semantic_matrix() is not None:
         try:
@@ -206,23 +245,25 @@ async def retrieve(
         except EmbeddingFailed as exc:
             notes.append(f"memory: embeddings failed, used BM25 ({exc})")
     threshold = embedder.min_similarity if embedder is not None else 0.0
-    if min_similarity is not None:
-        threshold = min_similarity
+    if wanted.min_similarity is not None:
+        threshold = wanted.min_similarity
     await ensure_lexical(index, query)
     # From here on no await: the index is read in one consistent state.
     fused, similarity, eligible = relevance(index, query, query_vector, threshold)
     semantic = query_vector is not None
-    return rank(
-        index.candidates,
-        fused,
+    policy = RankPolicy(
         now=datetime.now(UTC),
         half_life_days=settings.memory_half_life_days,
-        min_score=settings.memory_min_score if min_score is None else min_score,
-        top_k=top_k or settings.memory_top_k,
+        min_score=settings.memory_min_score if wanted.min_score is None else wanted.min_score,
+        top_k=wanted.top_k or settings.memory_top_k,
         token_cap=settings.memory_token_cap,
-        count=count,
+        count=wanted.count,
+    )
+    scores = Relevance(
+        fused,
         importance=index.importance,
         timestamps=index.timestamps,
         eligible=eligible if semantic else None,
         reported=similarity,
     )
+    return rank(index.candidates, scores, policy)

@@ -6,10 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.core.deps import CallerDep, StateDep
+from app.core.deps import CallerDep
 from app.db.models import Memory
-from app.memories.embeddings import EmbeddingFailed, embed
-from app.memories.facts import upsert_fact
+from app.embedders.embedder import EmbeddingFailed, embed_texts
+from app.memories.deps import MemoryPartsDep, index_services
+from app.memories.facts import FactValue, upsert_fact
 from app.memories.index_refresh import refresh_soon
 from app.memories.schemas import MemoryCreate, MemoryDeleted, MemoryList, MemoryOut, UserForgotten
 from app.memories.service import NewMemory, memory_service
@@ -37,7 +38,7 @@ def _out(memory: Memory) -> MemoryOut:
 
 @router.get("", response_model=MemoryList)
 async def list_memories(
-    caller: CallerDep, state: StateDep, user: UserQuery, include_superseded: bool = False
+    caller: CallerDep, state: MemoryPartsDep, user: UserQuery, include_superseded: bool = False
 ) -> MemoryList:
     async with state.database.reading() as session:
         rows = await memory_service.list(
@@ -47,18 +48,13 @@ async def list_memories(
 
 
 @router.post("", response_model=MemoryOut)
-async def add_memory(body: MemoryCreate, caller: CallerDep, state: StateDep) -> MemoryOut:
+async def add_memory(body: MemoryCreate, caller: CallerDep, state: MemoryPartsDep) -> MemoryOut:
     if body.key is not None and body.value is not None:
         async with state.database.writing() as session:
-            upserted = await upsert_fact(
-                session,
-                caller.tenant_id,
-                body.user,
-                key=body.key.strip(),
-                value=body.value,
-                memory_type=body.memory_type or "fact",
-                importance=body.importance,
+            sent = FactValue(
+                body.key.strip(), body.value, body.memory_type or "fact", body.importance
             )
+            upserted = await upsert_fact(session, caller.tenant_id, body.user, sent)
         return _out(upserted.memory)
     assert body.content is not None
     new = NewMemory(
@@ -70,7 +66,9 @@ async def add_memory(body: MemoryCreate, caller: CallerDep, state: StateDep) -> 
     model = state.settings.embedding_model
     if model:
         try:
-            new.embedding = (await embed(state, model, [body.content]))[0]
+            timeout_s = state.settings.summarizer_timeout_s
+            found = await embed_texts(state.llm, model, [body.content], timeout_s=timeout_s)
+            new.embedding = found[0]
             new.embedding_model = model
         except EmbeddingFailed:
             pass  # stored without a vector: retrieval falls back to BM25 for it
@@ -83,19 +81,19 @@ async def add_memory(body: MemoryCreate, caller: CallerDep, state: StateDep) -> 
             dedupe_threshold=state.settings.memory_dedupe_similarity,
             quota=state.settings.tenant_max_memories,
         )
-    refresh_soon(state, caller.tenant_id, body.user)
+    refresh_soon(index_services(state), caller.tenant_id, body.user)
     return _out(memory)
 
 
 @router.delete("/{memory_id}", response_model=MemoryDeleted)
-async def delete_memory(memory_id: str, caller: CallerDep, state: StateDep) -> MemoryDeleted:
+async def delete_memory(memory_id: str, caller: CallerDep, state: MemoryPartsDep) -> MemoryDeleted:
     async with state.database.writing() as session:
         await memory_service.delete(session, caller.tenant_id, memory_id)
     return MemoryDeleted(id=memory_id)
 
 
 @router.delete("", response_model=UserForgotten)
-async def forget_user(caller: CallerDep, state: StateDep, user: UserQuery) -> UserForgotten:
+async def forget_user(caller: CallerDep, state: MemoryPartsDep, user: UserQuery) -> UserForgotten:
     async with state.database.writing() as session:
         deleted = await memory_service.forget(session, caller.tenant_id, user)
     return UserForgotten(user=user, deleted=deleted)

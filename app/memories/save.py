@@ -14,12 +14,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.compaction.llm_json import Summarizer, SummarizerFailed
+from app.compaction.repository import summary_repository
 from app.core.deps import CallerDep, StateDep
 from app.core.errors import BadRequest, NotFound
 from app.llm.reach import helper_models
-from app.memories.extraction import extract_memories
-from app.memories.llm_json import SummarizerFailed
-from app.memories.repository import memory_repository
+from app.memories.extraction import ExtractionJob, extract_memories
+from app.memories.index_refresh import IndexServices
 
 __all__ = ["SAVE_MAX_TURNS", "ConversationSave", "ConversationSaved", "router"]
 
@@ -55,12 +56,13 @@ async def save_conversation(
 ) -> ConversationSaved:
     tenant_id = caller.tenant_id
     async with state.database.reading() as session:
-        conversation = await memory_repository.conversation(session, tenant_id, conversation_id)
+        conversation = await summary_repository.conversation(session, tenant_id, conversation_id)
     if conversation is None:  # before the body: someone else's id is a 404 whatever was sent
         raise NotFound(f"No conversation '{conversation_id}'.", code="conversation_not_found")
     if body is None:
-        raise BadRequest("The body must name the 'user' whose memory the conversation feeds.",
-                         param="user")  # fmt: skip
+        raise BadRequest(
+            "The body must name the 'user' whose memory the conversation feeds.", param="user"
+        )
     saved = ConversationSaved(id=conversation_id, user=body.user, status="nothing_new")
     last = conversation.turn_count
     first = max(conversation.memory_saved_turn + 1, last - SAVE_MAX_TURNS + 1, 1)
@@ -69,8 +71,7 @@ async def save_conversation(
     saved.first_turn, saved.last_turn = first, last
     model_name = conversation.model or state.settings.summarizer_model
     try:
-        saved.memories_extracted = await extract_memories(
-            state,
+        job = ExtractionJob(
             tenant_id=tenant_id,
             user=body.user,
             conversation_id=conversation_id,
@@ -78,11 +79,16 @@ async def save_conversation(
             model=helper_models(state).summarizer_for(body.summarizer_model, model_name),
             count_model=model_name,
         )
+        indexes = IndexServices(
+            state.database, state.memory.indexes, state.embedder, state.background
+        )
+        summarizer = Summarizer(state.llm, state.settings)
+        saved.memories_extracted = await extract_memories(indexes, summarizer, state.tokens, job)
     except SummarizerFailed as exc:
         saved.status, saved.error = "failed", str(exc)[:500]
         return saved
     async with state.database.writing() as session:
-        row = await memory_repository.conversation(session, tenant_id, conversation_id, lock=True)
+        row = await summary_repository.conversation(session, tenant_id, conversation_id, lock=True)
         if row is not None and row.memory_saved_turn < last:
             row.memory_saved_turn = last
     saved.status = "saved"

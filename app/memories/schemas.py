@@ -1,57 +1,28 @@
-"""Shapes of the memory API and of what the summarizer and the extractor must return."""
+"""Shapes of the memory API and of what the extractor must return."""
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.compaction.schemas import MEMORY_TYPES, MemoryType
 from app.core.timestamps import UtcDatetime
 
 __all__ = [
     "MEMORY_TYPES",
     "ExtractedMemory",
     "ExtractionOutput",
-    "Fact",
     "MemoryCreate",
     "MemoryDeleted",
     "MemoryList",
     "MemoryOut",
     "MemoryType",
-    "SummaryOut",
-    "SummaryOutput",
     "UserForgotten",
 ]
 
-MemoryType = Literal[
-    "fact",
-    "preference",
-    "decision",
-    "discovery",
-    "behavior",
-    "outcome",
-    "insight",
-    "error_lesson",
-    "note",
-]
-MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 
-
-# ---- model outputs (validated; anything else is a failed call) ------------------------------
-class Fact(BaseModel):
-    fact: str = Field(min_length=1, max_length=2000)
-    type: MemoryType = "fact"
-    importance: int = Field(5, ge=1, le=10)
-    confidence: float = Field(0.8, ge=0, le=1)
-
-
-class SummaryOutput(BaseModel):
-    """The summarizer's answer for a compaction or a merge."""
-
-    episodic: str = Field(min_length=1, max_length=20_000)
-    facts: list[Fact] = Field(default_factory=list, max_length=100)
-
-
+# ---- the extractor's output (validated; anything else is a failed call) ---------------------
 class ExtractedMemory(BaseModel):
     content: str = Field(min_length=1, max_length=2000)
     memory_type: MemoryType = "fact"
@@ -125,23 +96,3 @@ class UserForgotten(BaseModel):
     user: str
     object: Literal["memory.forgotten"] = "memory.forgotten"
     deleted: int
-
-
-class SummaryOut(BaseModel):
-    """A compaction summary as GET /v1/conversations/{id} lists it."""
-
-    id: str
-    level: int
-    first_turn: int
-    last_turn: int
-    start_tokens: int
-    end_tokens: int
-    episodic: str
-    facts: list[dict[str, object]]
-    token_count: int
-    merged_into: str | None
-    kind: str = "compaction"  # or "periodic" (every N message pairs)
-    method: str = "llm"  # or "rule_based" (the summarizer failed)
-    model: str | None
-    cost: float
-    created_at: UtcDatetime

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import NotFound, RateLimited
 from app.db.models import Memory, utcnow
-from app.memories.embedder import decode_vector, encode_vector
+from app.embedders.embedder import decode_vector, encode_vector
 from app.memories.repository import memory_repository as repository
 
 __all__ = ["MemoryQuotaExceeded", "MemoryService", "NewMemory", "memory_service", "text_similarity"]

@@ -3,7 +3,7 @@
 
 The history is stored as any turn's would be (the conversation found by id, by a compaction
 item sent back, or by its leading messages); then, under the conversation's compaction lock,
-the oldest whole turns beyond the raw tail are summarized (app/memories/compaction.py). The
+the oldest whole turns beyond the raw tail are summarized (app/compaction/compactor.py). The
 raw messages stay stored; the sealed compaction item names the conversation, and a later
 request that sends it back continues it with the summaries, the raw tail and recall.
 """
@@ -13,6 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from app.compaction.compactor import CompactionJob, CompactionReport, Compactor
+from app.compaction.llm_json import Summarizer
+from app.compaction.repository import summary_repository
 from app.context.budget import BudgetPolicy, input_budget
 from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
@@ -21,8 +24,6 @@ from app.core.errors import BadRequest
 from app.core.state import AppState
 from app.keys.auth import Caller
 from app.llm.reach import helper_models
-from app.memories.compaction import CompactionReport, Compactor
-from app.memories.repository import memory_repository
 from app.protocol.chat import ChatCompletionRequest, ContextOptions
 from app.responses.compaction_seal import SealedCompaction
 from app.responses.schemas import ResponsesRequest
@@ -155,14 +156,14 @@ async def compact_conversation(
             safety_margin_ratio=settings.safety_margin_ratio,
         ),
     )
-    compactor = Compactor(
-        state,
+    job = CompactionJob(
         tenant_id=caller.tenant_id,
         conversation_id=conversation_id,
         summarizer_model=helper_models(state).summarizer_for(context.summarizer_model, model),
         count=lambda text: state.tokens.count_text(text, model),
         bundle_cap=int(total * settings.summary_budget_share),
     )
+    compactor = Compactor(state.database, settings, Summarizer(state.llm, settings), job)
     report = CompactionReport(trigger="client_request")
     notes: list[str] = []
     async with state.memory.locks.hold(
@@ -180,7 +181,7 @@ async def compact_conversation(
             "the history is kept and fitted as it is"
         )
     async with state.database.reading() as session:
-        conversation = await memory_repository.conversation(
+        conversation = await summary_repository.conversation(
             session, caller.tenant_id, conversation_id
         )
     upto = conversation.message_count if conversation is not None else 0

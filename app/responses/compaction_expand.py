@@ -8,11 +8,11 @@ from typing import cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.compaction.repository import summary_repository
 from app.conversations.fingerprint import content_hash
 from app.conversations.repository import conversation_repository
 from app.core.errors import BadRequest
 from app.core.state import AppState
-from app.memories.repository import memory_repository
 from app.responses.compaction_items import CompactionItem
 from app.responses.compaction_seal import SealedCompaction, open_seal
 from app.responses.schemas import ResponsesRequest
@@ -91,7 +91,7 @@ async def _last_message(
     session: AsyncSession, conversation_id: str, count: int
 ) -> ChatMessage | None:
     """The conversation's last message as a client resends it (deduplicated on arrival)."""
-    rows = await memory_repository.messages_between(
+    rows = await summary_repository.messages_between(
         session, conversation_id, first_sequence=count - 1, first_turn=0, last_turn=2**31 - 1
     )
     if not rows:

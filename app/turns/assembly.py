@@ -25,10 +25,11 @@ from app.conversations.history import HistoryWindow, TurnShape, load_history_win
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
 from app.core.state import AppState
-from app.memories.frozen import freeze_user_prefix, frozen_blocks, frozen_prefix_tokens
-from app.memories.hooks import MemoryContext, prepare_memory
 from app.turns.context import TurnContext
+from app.turns.frozen import freeze_user_prefix, frozen_blocks, frozen_prefix_tokens
 from app.turns.loop_clearing import LoopClearing, clear_loop_results
+from app.turns.memory_context import MemoryContext
+from app.turns.memory_steps import MemoryTurn, prepare_memory
 from app.turns.owner import Watermarks
 
 __all__ = [
@@ -92,7 +93,8 @@ async def load_assembly(
     request = context.request
     model = request.model
     stored = stored_cache_state(resolved) if policy.enabled else None
-    memory = await prepare_memory(state, context, session, resolved, new, budget, rewrite=rewrite)
+    turn = MemoryTurn(context, resolved, new, budget)
+    memory = await prepare_memory(state, session, turn, rewrite=rewrite)
     budget.memory = memory.reserved_tokens
     window = await load_history_window(
         session,

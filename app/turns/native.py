@@ -13,9 +13,9 @@ from app.core.state import AppState
 from app.llm.client import Completion, StreamHandle
 from app.llm.native_responses import native_chain, native_complete, native_stream
 from app.llm.responses_items import has_native_blocks, input_items, without_native_blocks
-from app.memories.remember import llm_call_with_remember, llm_stream_with_remember
 from app.turns.context import TurnContext
 from app.turns.pipeline import Prepared
+from app.turns.remember import llm_call_with_remember, llm_stream_with_remember
 
 __all__ = ["call_upstream", "open_upstream_stream"]
 

@@ -33,8 +33,8 @@ from app.db.models import new_id
 from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
-from app.memories.hooks import schedule_memory_work
 from app.protocol.chat import ChatCompletionRequest
+from app.turns.after_turn import schedule_memory_work
 from app.turns.assembly import (
     Loaded,
     load_assembly,

@@ -260,7 +260,7 @@ def test_a_loosely_similar_question_does_not_bring_cleared_results_back(
     """Tool results resemble most questions about the same code a little: one comes back only
     ``recall_tool_similarity_margin`` above the embedder's minimum (the agent-loop bench paid
     0.61x instead of 0.57x pass-through when such results came back on every user message)."""
-    from app.memories.embedder import embedded_embedder
+    from app.embedders.embedder import embedded_embedder
 
     loop = Loop(sdk)
     for step in range(12):

@@ -1,5 +1,5 @@
 """How long a per-turn block (the user's facts, the date, recalled messages) stays in the prompt,
-through a running server on the chat door (app/memories/frozen.py).
+through a running server on the chat door (app/turns/frozen.py).
 
 Within its tool loop a block is resent byte for byte. At the next user message, a short turn
 (a chat's question and answer) is sent without its block from then on: one rewrite of that turn

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from app.core.settings import Settings, SettingsError, load_settings
-from app.memories.recall import RECALL_HEADER
+from app.recall.render import RECALL_HEADER
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import chat, upstream_chats
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from app.memories.embedder import encode_vector
+from app.embedders.embedder import encode_vector
 from app.memories.lexical import LexicalIndex
 from app.memories.memory_index import MemoryRow, UserIndex
 

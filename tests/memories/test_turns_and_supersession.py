@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from app.compaction.repository import summary_repository
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository
 from app.conversations.service import conversation_service
@@ -44,7 +45,7 @@ async def test_a_user_message_starts_a_turn_and_late_tool_results_keep_their_cal
             await conversation_service.append(session, "t1", "conv_turns", batch, model="m")
     async with db.reading() as session:
         rows = await conversation_repository.all_messages(session, "conv_turns")
-        conversation = await memory_repository.conversation(session, "t1", "conv_turns")
+        conversation = await summary_repository.conversation(session, "t1", "conv_turns")
     assert [(r.role, r.turn_number) for r in rows] == [
         ("system", 0),
         ("user", 1),

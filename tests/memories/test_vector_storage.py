@@ -22,11 +22,12 @@ from app.cli import alembic_config
 from app.core.settings import Settings
 from app.core.state import AppState
 from app.db.models import Memory, utcnow
-from app.memories.embedded import WORDLLAMA_NAME
-from app.memories.embedder import decode_vector, encode_vector
+from app.embedders.embedded import WORDLLAMA_NAME
+from app.embedders.embedder import decode_vector, encode_vector
 from app.memories.memory_index import UserIndex
 from app.memories.repository import memory_repository
-from app.memories.retrieval import retrieve
+from app.memories.retrieval import RetrievalQuery, retrieve
+from app.turns.memory_services import index_services
 from tests.memories.helpers import app_state, drain
 
 TEA = "Uma drinks green tea every morning"
@@ -42,12 +43,13 @@ async def add(client: httpx.AsyncClient, user: str, content: str, **extra: Any) 
 
 async def found(state: AppState, user: str, query: str, tenant: str = "default") -> list[str]:
     async with state.database.reading() as session:
-        got = await retrieve(state, session, tenant, user, query, count=len, notes=[], top_k=8)
+        wanted = RetrievalQuery(tenant, user, query, len, top_k=8)
+        got = await retrieve(index_services(state), state.settings, session, wanted, [])
     return [r.content for r in got]
 
 
 def cached(state: AppState, user: str, tenant: str = "default") -> UserIndex:
-    entry = state.memory.cached_entry((tenant, user))
+    entry = state.memory.indexes.cached_entry((tenant, user))
     assert entry is not None
     assert isinstance(entry[1], UserIndex)
     return entry[1]

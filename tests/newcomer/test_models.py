@@ -116,7 +116,7 @@ async def test_unroutable_embedding_model_falls_back_to_the_embedded_embedder(
     fake_upstream: FakeUpstream,
     tmp_path: Path,
 ) -> None:
-    from app.memories.embedded import EmbeddedEmbedder
+    from app.embedders.embedded import EmbeddedEmbedder
 
     config = fake_model_list(tmp_path, fake_upstream, names=("fake-model",))
     settings = make_settings(upstream_base_url=None, config=config, embedding_model="nope-embed")

@@ -17,10 +17,10 @@ import httpx
 import orjson
 import pytest
 
+from app.compaction.periodic import PERIODIC_SYSTEM
 from app.context.planner import build_planner_messages
 from app.core.delimiters import DELIMITERS, escape_delimiters
 from app.core.settings import Settings
-from app.memories.periodic import PERIODIC_SYSTEM
 from tests.context.helpers import artifact
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import drain

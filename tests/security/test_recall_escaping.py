@@ -16,7 +16,7 @@ from typing import Any
 
 from app.core.delimiters import escape_delimiters
 from app.core.settings import Settings
-from app.memories.recall import RECALL_FOOTER, RECALL_HEADER, Recalled, render_recalled
+from app.recall.render import RECALL_FOOTER, RECALL_HEADER, Recalled, render_recalled
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import chat, drain, upstream_chats, words
 

@@ -34,7 +34,7 @@ class Memory(Base):
     # "api", or "extraction" (with the conversation it came from)
     source: Mapped[str] = mapped_column(String(20), default="api")
     conversation_id: Mapped[str | None] = mapped_column(String(40), default=None)
-    # The vector as float32 little-endian bytes (app.memories.embedder.encode_vector), of the
+    # The vector as float32 little-endian bytes (app.embedders.embedder.encode_vector), of the
     # model named in embedding_model; None until computed (retrieval does it lazily).
     embedding: Mapped[bytes | None] = mapped_column(LargeBinary, default=None)
     embedding_model: Mapped[str | None] = mapped_column(String(200), default=None)

@@ -1,4 +1,4 @@
-"""The embedding of one stored message, for message recall (app/memories/recall.py).
+"""The embedding of one stored message, for message recall (app/recall/search.py).
 
 A side table one-to-one with ``messages`` (deleted with it): it carries the request's ``user``,
 which messages do not, so a user's other conversations can be searched without ever crossing

@@ -13,8 +13,8 @@ from sqlalchemy import select
 
 from app.core.settings import Settings
 from app.db.models import Memory, MessageVector
-from app.memories.embedded import MINILM_NAME, MiniLMEmbedder
-from app.memories.embedder import decode_vector
+from app.embedders.embedded import MINILM_NAME, MiniLMEmbedder
+from app.embedders.embedder import decode_vector
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import app_state, chat, drain, upstream_chats, words
 

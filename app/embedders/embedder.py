@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from app.core.errors import ContextGateError
-from app.memories.embedded import (
+from app.embedders.embedded import (
     EmbeddedEmbedder,
     MiniLMEmbedder,
     WordLlamaEmbedder,
@@ -40,6 +40,7 @@ __all__ = [
     "LiteLLMEmbedder",
     "build_embedder",
     "decode_vector",
+    "embed_texts",
     "encode_vector",
     "unit_rows",
 ]
@@ -105,6 +106,22 @@ class LiteLLMEmbedder:
             while len(self._recent) > _RECENT_QUERIES:
                 self._recent.popitem(last=False)
         return rows
+
+
+async def embed_texts(
+    llm: LLMClient, model: str, texts: list[str], *, timeout_s: float
+) -> list[list[float]]:
+    """Vectors of ``texts`` as the model returns them (not normalised): what a memory stored
+    with ``CONTEXTGATE_EMBEDDING_MODEL`` keeps, through the one LLM client."""
+    if not texts:
+        return []
+    try:
+        vectors, _cost = await llm.embed(model, texts, timeout=timeout_s)
+    except ContextGateError as exc:
+        raise EmbeddingFailed(f"embeddings with {model} failed: {exc.message[:200]}") from exc
+    if len(vectors) != len(texts):
+        raise EmbeddingFailed(f"embeddings with {model}: wrong number of vectors")
+    return vectors
 
 
 _AS_SET = object()

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.memories.embedded import MiniLMEmbedder, WordLlamaEmbedder
-from app.memories.embedder import embedded_embedder
-from app.memories.minilm import MiniLM, mapped_tensors, weights_folder
+from app.embedders.embedded import MiniLMEmbedder, WordLlamaEmbedder
+from app.embedders.embedder import embedded_embedder
+from app.embedders.minilm import MiniLM, mapped_tensors, weights_folder
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
 
@@ -86,7 +86,7 @@ def test_embedded_means_minilm_when_installed_and_each_can_be_named() -> None:
 def test_embedded_falls_back_to_wordllama_without_the_weights(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr("app.memories.embedded.weights_folder", lambda: None)
+    monkeypatch.setattr("app.embedders.embedded.weights_folder", lambda: None)
     embedder = embedded_embedder("embedded")
     assert isinstance(embedder, WordLlamaEmbedder)
     assert "MiniLM weights are not installed" in caplog.text

@@ -1,52 +1,48 @@
-"""Vectors stored with their rows, computed off the request path.
+"""Message vectors stored with their rows, computed off the request path.
 
-- Memories keep theirs in ``memories.embedding`` (float32 blobs, ``encode_vector``) with
-  ``embedding_model``; a memory stored without one gets it when its user's index next catches
-  up (index_refresh.py), and ``save_memory_vectors`` writes it back in the background.
-- Messages keep theirs in ``message_vectors`` (float32 blobs): ``schedule_message_vectors``
-  (vector_backlog.py) embeds a conversation's stored user and assistant messages that have none
-  yet, after the turn is stored, at a bounded rate; recall.py computes the few just cut lazily
-  and saves them the same way.
-  Tool results are embedded only where recall may search them: those the cache-aware fit has
-  cleared (below ``conversations.cache_cleared_sequence``, the deployment's excluded tools
-  never), from their first ``TOOL_EMBED_MAX_CHARS`` characters (MiniLM reads 256 word pieces).
+Messages keep theirs in ``message_vectors`` (float32 blobs): ``schedule_message_vectors``
+(backlog.py) embeds a conversation's stored user and assistant messages that have none yet,
+after the turn is stored, at a bounded rate; search.py computes the few just cut lazily and
+saves them the same way. Tool results are embedded only where recall may search them: those
+the cache-aware fit has cleared (below ``conversations.cache_cleared_sequence``, the
+deployment's excluded tools never), from their first ``TOOL_EMBED_MAX_CHARS`` characters
+(MiniLM reads 256 word pieces).
 
 A failure here is logged and forgotten: the vectors are computed again when next needed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine, Sequence, Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, bindparam, delete, or_, select, update
+from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.tokens import text_of
-from app.core.state import AppState
-from app.db.models import Memory, Message, MessageVector
-from app.db.repository import memory_scope, message_scope
-from app.memories.embedder import Embedder, encode_vector
+from app.db.models import Message, MessageVector
+from app.db.repository import message_scope
+from app.embedders.embedder import Embedder, encode_vector
+from app.recall.services import RecallServices
 
 __all__ = [
     "EMBED_MAX_CHARS",
     "TOOL_EMBED_MAX_CHARS",
     "MissingMessage",
+    "MissingQuery",
+    "VectorOwner",
     "embed_messages",
     "embedded_text",
     "excluded_tool_results",
     "missing_messages",
-    "save_memory_vectors",
     "save_message_vectors",
-    "spawn",
     "tool_names",
 ]
 
@@ -58,46 +54,6 @@ EMBED_MAX_CHARS = 8000
 TOOL_EMBED_MAX_CHARS = 2000
 _RECALLED_ROLES = ("user", "assistant")
 _CALL_LOOKBACK = 256  # how far before its result a tool call is looked for
-
-
-def spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
-    task = asyncio.get_running_loop().create_task(work)
-    state.background.add(task)
-    task.add_done_callback(state.background.discard)
-
-
-def save_memory_vectors(
-    state: AppState, tenant_id: str, model: str, vectors: Sequence[tuple[str, str, np.ndarray]]
-) -> None:
-    """Write computed memory vectors (id, the content embedded, vector) back, in the background
-    (``updated_at`` untouched, so the retrieval signature does not change): one executemany of
-    one statement; a memory whose content changed meanwhile keeps none."""
-    if not vectors:
-        return
-    rows = [
-        {"b_id": memory_id, "b_content": content, "b_embedding": encode_vector(vector)}
-        for memory_id, content, vector in vectors
-    ]
-
-    async def save() -> None:
-        statement = (
-            update(Memory)
-            .where(
-                Memory.id == bindparam("b_id"),
-                memory_scope.tenant_clause(tenant_id),
-                Memory.content == bindparam("b_content"),
-            )
-            .values(embedding=bindparam("b_embedding"), embedding_model=model)
-            .execution_options(synchronize_session=False)
-        )
-        try:
-            async with state.database.writing() as session:
-                connection = await session.connection()
-                await connection.execute(statement, rows)
-        except Exception:
-            logger.warning("saving memory vectors failed", exc_info=True)
-
-    spawn(state, save())
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,23 +68,42 @@ class MissingMessage:
     stale: bool = False  # it has a vector of another embedder, to be replaced
 
 
+@dataclass(frozen=True, slots=True)
+class MissingQuery:
+    """Which messages without a vector ``missing_messages`` reads (see there)."""
+
+    before_sequence: int | None = None
+    tools_before: int = 0
+    tool_sequences: Sequence[int] | None = None
+    limit: int = 4096
+    newest_first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VectorOwner:
+    """Whose message vectors: the conversation, its user (cross-session recall reads them by
+    user), and the embedder that computed them."""
+
+    tenant_id: str
+    conversation_id: str
+    user: str | None
+    model: str
+
+
 async def missing_messages(
     session: AsyncSession,
     tenant_id: str,
     conversation_id: str,
     model: str,
-    *,
-    before_sequence: int | None = None,
-    tools_before: int = 0,
-    tool_sequences: Sequence[int] | None = None,
-    limit: int = 4096,
-    newest_first: bool = False,
+    query: MissingQuery = MissingQuery(),
 ) -> list[MissingMessage]:
     """The conversation's user/assistant messages with no vector of ``model`` yet (a vector of
     another embedder, from before the deployment changed it, counts as none), and its tool
     results before ``tools_before`` (the cleared ones). ``tool_sequences``: only these tool
     results, and no other message. In sequence order; ``newest_first``: the newest ``limit``
     (an index walk back from the end that stops there, whatever the history's length)."""
+    tool_sequences, tools_before = query.tool_sequences, query.tools_before
+    newest_first, before_sequence = query.newest_first, query.before_sequence
     if tool_sequences is not None:
         roles: Any = (Message.role == "tool") & Message.sequence_number.in_(list(tool_sequences))
     else:
@@ -159,26 +134,21 @@ async def missing_messages(
             ),
         )
         .order_by(Message.sequence_number.desc() if newest_first else Message.sequence_number)
-        .limit(limit)
+        .limit(query.limit)
     )
     if before_sequence is not None:
         statement = statement.where(Message.sequence_number < before_sequence)
     rows = list((await session.execute(statement)).all())
     if newest_first:
         rows.reverse()
-    return [
-        MissingMessage(
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            text_of(row[4]).strip(),
-            row[5],
-            row[6],
-            stale=row[7] is not None,
-        )  # fmt: skip
-        for row in rows
-    ]
+    return [_missing(row) for row in rows]
+
+
+def _missing(row: Any) -> MissingMessage:
+    message_id, sequence, turn, role, content, created_at, call_id, vector_id = row
+    text = text_of(content).strip()
+    stale = vector_id is not None
+    return MissingMessage(message_id, sequence, turn, role, text, created_at, call_id, stale)
 
 
 async def tool_names(
@@ -246,20 +216,18 @@ async def embed_messages(
 
 
 async def save_message_vectors(
-    state: AppState,
-    tenant_id: str,
-    conversation_id: str,
-    user: str | None,
-    model: str,
+    services: RecallServices,
+    owner: VectorOwner,
     messages: Sequence[MissingMessage],
     vectors: Sequence[np.ndarray | None],
 ) -> None:
+    tenant_id, conversation_id, model = owner.tenant_id, owner.conversation_id, owner.model
     rows = [
         {
             "message_id": message.id,
             "conversation_id": conversation_id,
             "tenant_id": tenant_id,
-            "user_id": user,
+            "user_id": owner.user,
             "sequence_number": message.sequence_number,
             "turn_number": message.turn_number,
             "role": message.role,
@@ -272,7 +240,7 @@ async def save_message_vectors(
     if not rows:
         return
     try:
-        async with state.database.writing() as session:
+        async with services.database.writing() as session:
             stale = [m.id for m in messages if m.stale]  # vectors of a previous embedder
             if stale:
                 await session.execute(
@@ -288,7 +256,7 @@ async def save_message_vectors(
     except SQLAlchemyError:  # recall degrades (the next turn retries them), never the request
         logger.warning("message vectors not stored", exc_info=True)
         return
-    state.memory.recall_vectors.stored(
+    services.cache.stored(
         (tenant_id, conversation_id, model),
         [(m.id, m.sequence_number, v) for m, v in zip(messages, vectors, strict=True)],
     )

@@ -26,8 +26,9 @@ from app.llm.client import Completion, StreamHandle
 from app.llm.pricing import add_usage
 from app.llm.responses import Usage
 from app.memories.index_refresh import refresh_soon
-from app.memories.schemas import MemoryType
+from app.memories.schemas import MEMORY_TYPES, MemoryType
 from app.memories.service import NewMemory, memory_service
+from app.turns.memory_services import index_services
 from app.wire.chat import AssistantContent, ChatMessage, ChatUsage, ToolCall
 from app.wire.stream import ChatChunk, ChunkChoice, Delta, ToolCallDelta
 
@@ -57,20 +58,7 @@ REMEMBER_TOOL: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "content": {"type": "string", "description": "one self-contained statement"},
-                "memory_type": {
-                    "type": "string",
-                    "enum": [
-                        "fact",
-                        "preference",
-                        "decision",
-                        "discovery",
-                        "behavior",
-                        "outcome",
-                        "insight",
-                        "error_lesson",
-                        "note",
-                    ],
-                },  # fmt: skip
+                "memory_type": {"type": "string", "enum": list(MEMORY_TYPES)},
                 "importance": {"type": "integer", "minimum": 1, "maximum": 10},
             },
             "required": ["content"],
@@ -138,7 +126,7 @@ async def _store(state: AppState, prepared: Prepared, calls: list[ToolCall]) -> 
             stored.append(memory.id)
             results.append(f"Remembered ({memory.id}).")
     if stored:
-        refresh_soon(state, prepared.caller.tenant_id, request.user)
+        refresh_soon(index_services(state), prepared.caller.tenant_id, request.user)
     prepared.utilization.memories_remembered.extend(stored)
     return results
 

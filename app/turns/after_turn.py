@@ -12,19 +12,20 @@ failure of either is logged, never raised.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine
 from typing import Any
 
+from app.compaction.compactor import CompactionJob, CompactionReport
+from app.compaction.periodic import PeriodicJob, periodic_due, run_periodic_summary
 from app.conversations.service import ResolvedConversation
+from app.core.settings import Settings
 from app.core.state import AppState
+from app.core.tasks import spawn
 from app.llm.reach import helper_models
 from app.llm.responses import Usage
-from app.memories.compaction import CompactionReport, Compactor
-from app.memories.extraction import extraction_due, run_extraction
-from app.memories.periodic import periodic_due, run_periodic_summary
-from app.memories.vector_backlog import schedule_message_vectors
+from app.memories.extraction import ExtractionJob, extraction_due, run_extraction
+from app.recall.backlog import schedule_message_vectors
+from app.turns.memory_services import compactor, index_services, recall_services, summarizer
 
 __all__ = ["COMPACTION_DEFERRED", "compaction_ratio", "schedule_memory_work"]
 
@@ -33,18 +34,12 @@ logger = logging.getLogger(__name__)
 
 # Share of the token budget a conversation's prompt reaches before its messages are embedded.
 RECALL_VECTORS_FROM = 0.5
-# How a request's notes say that it left a compaction backlog to the background (hooks.py).
+# How a request's notes say that it left a compaction backlog to the background
+# (memory_steps.py).
 COMPACTION_DEFERRED = "compaction deferred:"
 
 
-def _spawn(state: AppState, work: Coroutine[Any, Any, None]) -> None:
-    task = asyncio.get_running_loop().create_task(work)
-    state.background.add(task)
-    task.add_done_callback(state.background.discard)
-
-
-def compaction_ratio(state: AppState, context_ratio: float | None, model: str) -> float:
-    settings = state.settings
+def compaction_ratio(settings: Settings, context_ratio: float | None, model: str) -> float:
     if context_ratio is not None:
         return context_ratio
     return settings.compaction_ratio_by_model.get(model, settings.compaction_ratio)
@@ -60,7 +55,7 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
     tenant_id = prepared.caller.tenant_id
     budget = prepared.utilization.max_input_tokens
     model = helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
-    ratio = compaction_ratio(state, request.context.compaction_ratio, request.model)
+    ratio = compaction_ratio(settings, request.context.compaction_ratio, request.model)
     if prepared.prompt is not None:  # the prompt owner keeps this conversation's prompt
         # A share of the mark that starts a rebase; 1.0: never ahead of it, only at rebases.
         ratio = ratio * settings.cache_high_water_ratio if ratio < 1 else float("inf")
@@ -72,33 +67,34 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
         and (deferred or usage.prompt_tokens > ratio * provider_budget)
         and _may_compact(state, prepared)
     ):
-        _spawn(
-            state,
-            _compact_in_background(
-                state, tenant_id, resolved.conversation_id, model, request.model, budget
-            ),
+        compaction = CompactionJob(
+            tenant_id=tenant_id,
+            conversation_id=resolved.conversation_id,
+            summarizer_model=model,
+            count=lambda text: state.tokens.count_text(text, request.model),
+            bundle_cap=int(budget * settings.summary_budget_share),
         )
+        spawn(state.background, _compact_in_background(state, compaction))
     _schedule_periodic_summary(state, prepared, model)
     if request.context.memory and _recall_may_search(prepared, usage, budget):
-        schedule_message_vectors(state, tenant_id, resolved.conversation_id, request.user)
+        key = (tenant_id, resolved.conversation_id)
+        schedule_message_vectors(recall_services(state), settings, key, request.user)
     mode = request.context.memory_extraction or settings.memory_extraction_mode
     if request.user and request.context.memory and mode != "off":
         before = resolved.conversation.turn_count if resolved.conversation else 0
         turn_count = before + sum(1 for m in prepared.new_messages if m.role == "user")
         turns = extraction_due(mode, settings.memory_extraction_every, turn_count)
         if turns:
-            _spawn(
-                state,
-                run_extraction(
-                    state,
-                    tenant_id=tenant_id,
-                    user=request.user,
-                    conversation_id=resolved.conversation_id,
-                    turns=turns,
-                    model=model,
-                    count_model=request.model,
-                ),
+            job = ExtractionJob(
+                tenant_id=tenant_id,
+                user=request.user,
+                conversation_id=resolved.conversation_id,
+                turns=turns,
+                model=model,
+                count_model=request.model,
             )
+            work = run_extraction(index_services(state), summarizer(state), state.tokens, job)
+            spawn(state.background, work)
 
 
 def _may_compact(state: AppState, prepared: Any) -> bool:
@@ -141,41 +137,25 @@ def _schedule_periodic_summary(state: AppState, prepared: Any, model: str) -> No
     new_turns = sum(1 for m in prepared.new_messages if m.role == "user")
     before = resolved.conversation.turn_count if resolved.conversation else 0
     if periodic_due(every, before + new_turns, new_turns > 0):
-        _spawn(
-            state,
-            run_periodic_summary(
-                state,
-                tenant_id=prepared.caller.tenant_id,
-                conversation_id=resolved.conversation_id,
-                pairs=every,
-                model=model,
-                count_model=request.model,
-            ),
+        job = PeriodicJob(
+            tenant_id=prepared.caller.tenant_id,
+            conversation_id=resolved.conversation_id,
+            pairs=every,
+            model=model,
+            count_model=request.model,
         )
+        work = run_periodic_summary(state.database, summarizer(state), state.tokens, job)
+        spawn(state.background, work)
 
 
-async def _compact_in_background(
-    state: AppState,
-    tenant_id: str,
-    conversation_id: str,
-    summarizer: str,
-    model: str,
-    budget: int,
-) -> None:
-    compactor = Compactor(
-        state,
-        tenant_id=tenant_id,
-        conversation_id=conversation_id,
-        summarizer_model=summarizer,
-        count=lambda text: state.tokens.count_text(text, model),
-        bundle_cap=int(budget * state.settings.summary_budget_share),
-    )
+async def _compact_in_background(state: AppState, job: CompactionJob) -> None:
+    conversation_id = job.conversation_id
     try:
         async with state.memory.locks.hold(conversation_id, timeout_s=None) as held:
             if not held:
                 return  # another request is compacting this conversation right now
             report = CompactionReport(trigger="after_response")
-            await compactor.run(report, current_stored=False, fits=None)
+            await compactor(state, job).run(report, current_stored=False, fits=None)
         logger.info("compaction", extra={"conversation_id": conversation_id, **report.as_dict()})
     except Exception:
         logger.exception(

@@ -10,18 +10,26 @@ prompt never carries the same turns twice. When the summarizer fails, a rule-bas
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from app.core.state import AppState
+from app.compaction.bundle import SummaryView, summary_tokens
+from app.compaction.llm_json import Summarizer, SummarizerFailed
+from app.compaction.prompts import summarize_user
+from app.compaction.repository import summary_repository
+from app.compaction.rule_summary import rule_based_summary
+from app.compaction.schemas import MEMORY_TYPES, SummaryOutput
+from app.compaction.windows import render_transcript
+from app.context.tokens import TokenCounter
+from app.core.database import Database
 from app.db.models import ConversationSummaryRow
-from app.memories.bundle import SummaryView, summary_tokens
-from app.memories.llm_json import SummarizerFailed, call_json
-from app.memories.prompts import summarize_user
-from app.memories.repository import memory_repository
-from app.memories.rule_summary import rule_based_summary
-from app.memories.schemas import MEMORY_TYPES, SummaryOutput
-from app.memories.windows import render_transcript
 
-__all__ = ["PERIODIC_SYSTEM", "periodic_due", "run_periodic_summary", "summarize_pairs"]
+__all__ = [
+    "PERIODIC_SYSTEM",
+    "PeriodicJob",
+    "periodic_due",
+    "run_periodic_summary",
+    "summarize_pairs",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,23 +49,30 @@ def periodic_due(every: int, turn_count: int, new_turn: bool) -> bool:
     return every > 0 and new_turn and turn_count > 0 and turn_count % every == 0
 
 
+@dataclass(frozen=True, slots=True)
+class PeriodicJob:
+    """The newest ``pairs`` turns of a conversation, summarized by ``model``; the summary's
+    tokens counted for ``count_model`` (the conversation's)."""
+
+    tenant_id: str
+    conversation_id: str
+    pairs: int
+    model: str
+    count_model: str
+
+
 async def summarize_pairs(
-    state: AppState,
-    *,
-    tenant_id: str,
-    conversation_id: str,
-    pairs: int,
-    model: str,
-    count_model: str,
+    database: Database, summarizer: Summarizer, tokens: TokenCounter, job: PeriodicJob
 ) -> ConversationSummaryRow | None:
     """Summarize the newest ``pairs`` turns; the rule-based summary when the model fails."""
-    async with state.database.reading() as session:
-        conversation = await memory_repository.conversation(session, tenant_id, conversation_id)
+    tenant_id, conversation_id, model = job.tenant_id, job.conversation_id, job.model
+    async with database.reading() as session:
+        conversation = await summary_repository.conversation(session, tenant_id, conversation_id)
         if conversation is None or conversation.turn_count == 0:
             return None
         last_turn = conversation.turn_count
-        first_turn = max(1, last_turn - pairs + 1)
-        messages = await memory_repository.messages_between(
+        first_turn = max(1, last_turn - job.pairs + 1)
+        messages = await summary_repository.messages_between(
             session,
             conversation_id,
             first_sequence=conversation.system_prompt_count,
@@ -77,8 +92,7 @@ async def summarize_pairs(
         end_tokens=messages[-1].start_tokens + messages[-1].token_count,
     )
     try:
-        output, cost = await call_json(
-            state,
+        output, cost = await summarizer.call_json(
             model,
             PERIODIC_SYSTEM,
             summarize_user(render_transcript(messages)),
@@ -97,16 +111,18 @@ async def summarize_pairs(
         row.method, row.model, row.cost = "rule_based", None, 0.0
     row.token_count = summary_tokens(
         SummaryView(row.id or "", first_turn, last_turn, row.episodic, row.facts),
-        lambda text: state.tokens.count_text(text, count_model),
+        lambda text: tokens.count_text(text, job.count_model),
     )
-    async with state.database.writing() as session:
+    async with database.writing() as session:
         session.add(row)
     return row
 
 
-async def run_periodic_summary(state: AppState, **kwargs: object) -> None:
+async def run_periodic_summary(
+    database: Database, summarizer: Summarizer, tokens: TokenCounter, job: PeriodicJob
+) -> None:
     """Background entry point: failures are logged, never raised (the answer is gone)."""
     try:
-        await summarize_pairs(state, **kwargs)  # type: ignore[arg-type]
+        await summarize_pairs(database, summarizer, tokens, job)
     except Exception:
         logger.exception("periodic summary crashed")

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from app.memories.minilm import MiniLM, weights_folder
+from app.embedders.minilm import MiniLM, weights_folder
 
 __all__ = [
     "FUNCTION_WORDS",

@@ -1,5 +1,5 @@
 """Message vectors as message recall reads them: a conversation's, loaded incrementally and kept
-in a small LRU cache, and the newest of a user's other conversations (recall.py searches both).
+in a small LRU cache, and the newest of a user's other conversations (search.py searches both).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import MessageVector
 from app.db.repository import vector_scope
-from app.memories.embedder import decode_vector
+from app.embedders.embedder import decode_vector
 
 __all__ = [
     "CROSS_SESSION_FETCH",

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from app.compaction.locks import ConversationLocks
 from app.core.settings import Settings
 from app.db.models import Conversation, ConversationSummaryRow
-from app.memories.locks import ConversationLocks
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import SUMMARY, app_state, chat, drain, upstream_chats, words
 

@@ -14,17 +14,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.state import AppState
+from app.compaction.bundle import SummaryView, summary_tokens
+from app.compaction.llm_json import Summarizer, SummarizerFailed
+from app.compaction.prompts import MERGE_SYSTEM, SUMMARIZE_SYSTEM, merge_user, summarize_user
+from app.compaction.repository import TurnSpan, summary_repository
+from app.compaction.schemas import SummaryOutput
+from app.compaction.windows import CompactionWindow, render_transcript, select_window
+from app.core.database import Database
+from app.core.settings import Settings
 from app.db.models import ConversationSummaryRow
 from app.llm.responses import Usage
-from app.memories.bundle import SummaryView, summary_tokens
-from app.memories.llm_json import SummarizerFailed, call_json
-from app.memories.prompts import MERGE_SYSTEM, SUMMARIZE_SYSTEM, merge_user, summarize_user
-from app.memories.repository import TurnSpan, memory_repository
-from app.memories.schemas import SummaryOutput
-from app.memories.windows import CompactionWindow, render_transcript, select_window
 
 __all__ = [
+    "CompactionJob",
     "CompactionReport",
     "CompactionWindow",
     "Compactor",
@@ -109,31 +111,38 @@ class _Snapshot:
 FitsCheck = Callable[[int, int], bool]
 
 
+@dataclass(frozen=True, slots=True)
+class CompactionJob:
+    """Which conversation to compact, with which summarizer model, how its tokens count, and
+    the bundle's share of the budget (merges keep the summaries within it)."""
+
+    tenant_id: str
+    conversation_id: str
+    summarizer_model: str
+    count: Callable[[str], int]
+    bundle_cap: int
+
+
 class Compactor:
     """Compacts one conversation; call ``run`` while holding its compaction lock."""
 
     def __init__(
-        self,
-        state: AppState,
-        *,
-        tenant_id: str,
-        conversation_id: str,
-        summarizer_model: str,
-        count: Callable[[str], int],
-        bundle_cap: int,
+        self, database: Database, settings: Settings, summarizer: Summarizer, job: CompactionJob
     ) -> None:
-        self.state = state
-        self.tenant_id = tenant_id
-        self.conversation_id = conversation_id
-        self.model = summarizer_model
-        self.count = count
-        self.bundle_cap = bundle_cap
+        self.database = database
+        self.settings = settings
+        self.summarizer = summarizer
+        self.tenant_id = job.tenant_id
+        self.conversation_id = job.conversation_id
+        self.model = job.summarizer_model
+        self.count = job.count
+        self.bundle_cap = job.bundle_cap
 
     async def run(
         self, report: CompactionReport, *, current_stored: bool, fits: FitsCheck | None
     ) -> CompactionReport:
         """Compact until nothing is left beyond the tail, or until ``fits`` says it fits."""
-        settings = self.state.settings
+        settings = self.settings
         first = True
         for _ in range(settings.compaction_max_calls):
             snapshot = await self._snapshot()
@@ -170,15 +179,15 @@ class Compactor:
         return report
 
     async def _snapshot(self) -> _Snapshot | None:
-        async with self.state.database.reading() as session:
-            conversation = await memory_repository.conversation(
+        async with self.database.reading() as session:
+            conversation = await summary_repository.conversation(
                 session, self.tenant_id, self.conversation_id
             )
             if conversation is None:
                 return None
             first = max(conversation.system_prompt_count, conversation.compacted_sequence)
-            turns = await memory_repository.turns_after(session, conversation.id, first)
-            summaries = await memory_repository.active_summaries(session, conversation.id)
+            turns = await summary_repository.turns_after(session, conversation.id, first)
+            summaries = await summary_repository.active_summaries(session, conversation.id)
         return _Snapshot(
             compacted_turn=conversation.compacted_turn,
             boundary_tokens=max(conversation.compacted_tokens, conversation.system_prompt_tokens),
@@ -193,16 +202,15 @@ class Compactor:
     async def _compact(
         self, snapshot: _Snapshot, window: CompactionWindow, report: CompactionReport
     ) -> None:
-        async with self.state.database.reading() as session:
-            messages = await memory_repository.messages_between(
+        async with self.database.reading() as session:
+            messages = await summary_repository.messages_between(
                 session,
                 self.conversation_id,
                 first_sequence=window.first_sequence,
                 first_turn=window.first_turn,
                 last_turn=window.last_turn,
             )
-        output, cost = await call_json(
-            self.state,
+        output, cost = await self.summarizer.call_json(
             self.model,
             SUMMARIZE_SYSTEM,
             summarize_user(render_transcript(messages)),
@@ -225,8 +233,8 @@ class Compactor:
             cost=cost,
         )
         row.token_count = summary_tokens(_view(row), self.count)
-        async with self.state.database.writing() as session:
-            conversation = await memory_repository.conversation(
+        async with self.database.writing() as session:
+            conversation = await summary_repository.conversation(
                 session, self.tenant_id, self.conversation_id, lock=True
             )
             if conversation is None or conversation.compacted_turn != snapshot.compacted_turn:
@@ -248,15 +256,14 @@ class Compactor:
         """Merge the oldest active summaries while they outgrow their share of the bundle."""
         episode_share = self.bundle_cap * 2 // 3
         for _ in range(2):
-            async with self.state.database.reading() as session:
-                active = await memory_repository.active_summaries(session, self.conversation_id)
+            async with self.database.reading() as session:
+                active = await summary_repository.active_summaries(session, self.conversation_id)
             total = sum(row.token_count for row in active)
             if total <= episode_share or len(active) < 2:
                 return
             group = active[: max(2, len(active) // 2)]
             parts = [(r.first_turn, r.last_turn, r.episodic, list(r.facts or [])) for r in group]
-            output, cost = await call_json(
-                self.state,
+            output, cost = await self.summarizer.call_json(
                 self.model,
                 MERGE_SYSTEM,
                 merge_user(parts),
@@ -279,10 +286,10 @@ class Compactor:
                 cost=cost,
             )
             merged.token_count = summary_tokens(_view(merged), self.count)
-            async with self.state.database.writing() as session:
+            async with self.database.writing() as session:
                 session.add(merged)
                 await session.flush()
-                changed = await memory_repository.mark_merged(
+                changed = await summary_repository.mark_merged(
                     session, [r.id for r in group], merged.id
                 )
                 if changed != len(group):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.compaction.repository import TurnSpan
 from app.context.tokens import text_of
 from app.db.models import Message
-from app.memories.repository import TurnSpan
 
 __all__ = ["CompactionWindow", "render_transcript", "select_window"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
+from app.compaction.rule_summary import rule_based_summary
 from app.core.settings import Settings
-from app.memories.rule_summary import rule_based_summary
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import SUMMARY, app_state, chat, drain, upstream_chats
 

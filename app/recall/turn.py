@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context.assembler import AssembledContext
-from app.context.tokens import MESSAGE_OVERHEAD, text_of
-from app.core.state import AppState
-from app.memories.embedder import EmbeddingFailed
-from app.memories.recall import Recalled, ToolScope, render_recalled, search
+from app.context.tokens import MESSAGE_OVERHEAD, TokenCounter, text_of
+from app.core.settings import Settings
+from app.embedders.embedder import EmbeddingFailed
+from app.recall.render import Recalled, render_recalled
+from app.recall.search import RecallQuery, ToolScope, search
+from app.recall.services import RecallServices
 
-__all__ = ["RecallResult", "recall_for_turn"]
+__all__ = ["RecallResult", "RecallTurn", "recall_for_turn"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,38 +44,49 @@ class RecallResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _enabled(state: AppState, request: Any) -> bool:
+@dataclass(frozen=True, slots=True)
+class RecallTurn:
+    """The turn recall works for: its request, conversation, history window and assembled
+    prompt; ``room``: the tokens the fit left; ``boundary_sequence``: where compaction moved
+    the history's start; ``message_overhead``: the block is a message of its own."""
+
+    request: Any
+    tenant_id: str
+    conversation: Any
+    conversation_id: str
+    window: Any
+    assembled: AssembledContext
+    room: int
+    boundary_sequence: int
+    message_overhead: bool
+
+
+def _enabled(services: RecallServices, settings: Settings, request: Any) -> bool:
     return bool(
-        state.embedder is not None
-        and state.settings.message_recall
+        services.embedder is not None
+        and settings.message_recall
         and request.context.memory
-        and state.settings.recall_token_cap > 0
+        and settings.recall_token_cap > 0
     )
 
 
 async def recall_for_turn(
-    state: AppState,
-    request: Any,
-    tenant_id: str,
-    conversation: Any,
-    conversation_id: str,
-    window: Any,
-    assembled: AssembledContext,
-    *,
-    room: int,
-    boundary_sequence: int,
-    message_overhead: bool,
+    services: RecallServices,
+    settings: Settings,
+    tokens: TokenCounter,
+    turn: RecallTurn,
     result: RecallResult,
 ) -> None:
-    """Search and render the recalled messages into ``result`` (within ``room`` tokens)."""
-    embedder = state.embedder
-    if not _enabled(state, request) or embedder is None or room <= 0:
+    """Search and render the recalled messages into ``result`` (within ``turn.room`` tokens)."""
+    embedder = services.embedder
+    request, window, assembled = turn.request, turn.window, turn.assembled
+    if not _enabled(services, settings, request) or embedder is None or turn.room <= 0:
         return
-    settings = state.settings
     users = [m for m in window.current if m.role == "user"]
     query = text_of(users[-1].content).strip() if users else ""
     if not query:
         return
+    conversation = turn.conversation
     system_count = conversation.system_prompt_count if conversation is not None else 0
     utilization = assembled.utilization
     kept = utilization.messages_included - len(window.system) - len(window.current)
@@ -91,33 +104,29 @@ async def recall_for_turn(
         else request.context.memory_min_similarity
     )
     tool_bar = min_similarity + settings.recall_tool_similarity_margin
-    tools = _tool_scope(state, window, assembled, room, tool_bar)
-    cut = utilization.messages_excluded > 0 or boundary_sequence > system_count
+    tools = _tool_scope(settings, turn, tool_bar)
+    cut = utilization.messages_excluded > 0 or turn.boundary_sequence > system_count
     short = request.user is not None and (
         conversation is None or conversation.message_count < settings.recall_cross_session_below
     )
     if not cut and not short and not tools.placeholders:
         return
+    wanted = RecallQuery(
+        tenant_id=turn.tenant_id,
+        user=request.user,
+        conversation_id=turn.conversation_id,
+        query=query,
+        first_sequence=system_count,
+        before_sequence=first_kept if cut else system_count,
+        top_k=settings.recall_top_k,
+        min_similarity=min_similarity,
+        cross_session_below=settings.recall_cross_session_below,
+        max_chars=settings.recall_max_chars,
+        tools=tools,
+    )
     try:
-        async with state.database.reading() as session:
-            found = await search(
-                state,
-                embedder,
-                state.memory.recall_vectors,
-                session,
-                tenant_id=tenant_id,
-                user=request.user,
-                conversation_id=conversation_id,
-                query=query,
-                first_sequence=system_count,
-                before_sequence=first_kept if cut else system_count,
-                top_k=settings.recall_top_k,
-                min_similarity=min_similarity,
-                cross_session_below=settings.recall_cross_session_below,
-                max_chars=settings.recall_max_chars,
-                tools=tools,
-                notes=result.notes,
-            )
+        async with services.database.reading() as session:
+            found = await search(services, embedder, session, wanted, result.notes)
     except EmbeddingFailed as exc:
         result.notes.append(f"message recall: embeddings failed ({exc})")
         return
@@ -127,19 +136,17 @@ async def recall_for_turn(
         return
     if not found:
         return  # nothing similar enough: nothing to say (not "no room")
-    _fit(state, request.model, found, conversation_id, room, message_overhead, result)
+    _fit(tokens, turn, found, result)
 
 
-def _tool_scope(
-    state: AppState, window: Any, assembled: AssembledContext, room: int, min_similarity: float
-) -> ToolScope:
+def _tool_scope(settings: Settings, turn: RecallTurn, min_similarity: float) -> ToolScope:
     """The cleared tool results this prompt sends as placeholders (sequence numbers), and the
     similarity one must reach to come back."""
-    fit = assembled.cache
+    fit = turn.assembled.cache
     if fit is None:
         return ToolScope()
     boundary = fit.state.cleared_sequence
-    raw = {m.sequence_number: m for m in window.history if m.role == "tool"}
+    raw = {m.sequence_number: m for m in turn.window.history if m.role == "tool"}
     placeholders = frozenset(
         m.sequence_number
         for m in fit.kept
@@ -151,32 +158,28 @@ def _tool_scope(
     return ToolScope(
         placeholders=placeholders,
         cleared_before=boundary,
-        exclude=frozenset(state.settings.cache_exclude_tools),
-        max_chars=max(room, 0) * CHARS_PER_TOKEN,
+        exclude=frozenset(settings.cache_exclude_tools),
+        max_chars=max(turn.room, 0) * CHARS_PER_TOKEN,
         lazy_limit=LAZY_TOOL_RESULTS,
         min_similarity=min_similarity,
     )
 
 
 def _fit(
-    state: AppState,
-    model: str,
-    found: list[Recalled],
-    conversation_id: str,
-    room: int,
-    message_overhead: bool,
-    result: RecallResult,
+    tokens: TokenCounter, turn: RecallTurn, found: list[Recalled], result: RecallResult
 ) -> None:
-    """The block within ``room``: the least similar left out first, a tool result last in the
-    list cut shorter (down to ``MIN_TOOL_CHARS``) before it is left out."""
+    """The block within ``turn.room``: the least similar left out first, a tool result last in
+    the list cut shorter (down to ``MIN_TOOL_CHARS``) before it is left out."""
+    model, room = turn.request.model, turn.room
+    conversation_id, message_overhead = turn.conversation_id, turn.message_overhead
     truncated = False
     while found:
         block = render_recalled(found, conversation_id)
-        tokens = state.tokens.count_text(block, model) + 2
+        used = tokens.count_text(block, model) + 2
         if message_overhead:
-            tokens += MESSAGE_OVERHEAD
-        if tokens <= room:
-            result.block, result.tokens, result.recalled = block, tokens, found
+            used += MESSAGE_OVERHEAD
+        if used <= room:
+            result.block, result.tokens, result.recalled = block, used, found
             if truncated:
                 result.notes.append(
                     "message recall: a recalled tool result was cut short to fit recall_token_cap"
@@ -184,8 +187,8 @@ def _fit(
             return
         last = found[-1]
         if last.role == "tool" and len(last.text) > MIN_TOOL_CHARS:
-            own = max(1, state.tokens.count_text(last.text, model))
-            over = tokens - room + 8
+            own = max(1, tokens.count_text(last.text, model))
+            over = used - room + 8
             keep = int(len(last.text) * (1 - over / own)) if over < own else 0
             if keep >= MIN_TOOL_CHARS:
                 text = last.text[: min(keep, len(last.text) - 1)].rstrip() + "…"
