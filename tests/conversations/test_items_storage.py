@@ -23,7 +23,7 @@ from app.responses.references import (
     resolve_request,
 )
 from app.responses.schemas import ItemReference, MessageItem, ResponsesRequest
-from tests.integration.test_repositories import OTHER, TENANT
+from tests.support.conversations import OTHER, TENANT
 
 MODEL = "gpt-4o-mini"
 

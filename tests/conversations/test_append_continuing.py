@@ -9,7 +9,7 @@ import pytest
 from app.conversations.service import HeadMoved, conversation_service
 from app.core.database import Database, create_database
 from app.db.models import Conversation, new_id
-from tests.integration.test_repositories import MODEL, TENANT, TURN, append, message
+from tests.support.conversations import MODEL, TENANT, TURN, append, message
 
 
 @pytest.fixture
