@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import module_server
 from tests.support.npm import AI_SDK, npm_libraries
 from tests.support.proxy import ContextgateServer
 

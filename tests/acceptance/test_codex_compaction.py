@@ -11,8 +11,6 @@ managed by default: no setting is needed.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +19,10 @@ import httpx
 import orjson
 import pytest
 
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
-from tests.support.agents import CODEX, npm_agent
+from tests.support.agents import Codex
+from tests.support.agents import codex_cli as codex_cli
+from tests.support.e2e import module_server
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e
@@ -35,31 +34,11 @@ SUMMARY = orjson.dumps(
 
 
 @pytest.fixture(scope="module")
-def codex() -> Path:
-    found = npm_agent(*CODEX)
-    if isinstance(found, str):
-        pytest.skip(found)
-    return found
-
-
-@pytest.fixture(scope="module")
 def server(
     tmp_path_factory: pytest.TempPathFactory, fake_upstream_server: FakeUpstream
 ) -> Iterator[ContextgateServer]:
     env = {"CONTEXTGATE_SUMMARIZER_MODEL": "fake-summarizer", "CONTEXTGATE_RAW_TAIL_TURNS": "0"}
     yield from module_server(tmp_path_factory, fake_upstream_server, env, name="codex-compact")
-
-
-def _codex(codex: Path, home: Path, work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CODEX_HOME": str(home), "OPENAI_API_KEY": "sk-codex"}
-    return subprocess.run(
-        [str(codex), "exec", "--skip-git-repo-check", "-C", str(work), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def _chats(fake: FakeUpstream, model: str) -> list[dict[str, Any]]:
@@ -75,21 +54,16 @@ def _text(messages: list[dict[str, Any]]) -> str:
 
 
 def test_codex_compacts_resumes_and_the_model_gets_the_summary(
-    codex: Path, server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
+    codex_cli: Path, server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     fake_upstream.script("fake-summarizer", [SUMMARY] * 6)
-    home, work = tmp_path / "codex-home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    (home / "config.toml").write_text(
-        'model = "gpt-4o-mini"\n'
-        f'openai_base_url = "{server.base_url}"\n'
-        "model_auto_compact_token_limit = 500\n"
+    codex = Codex.openai_provider(
+        codex_cli, tmp_path, "gpt-4o-mini", server.base_url, compact_at=500
     )
-    first = _codex(codex, home, work, "task alpha: say hello")
+    first = codex.exec("task alpha: say hello")
     assert first.returncode == 0, first.stderr[-2000:]
     for prompt in ("task beta: say goodbye", "task gamma: wrap up"):
-        done = _codex(codex, home, work, "resume", "--last", prompt)
+        done = codex.exec("resume", "--last", prompt)
         assert done.returncode == 0, done.stderr[-2000:]
         assert "Error running remote compact task" not in done.stderr
     # Each resumed turn was compacted first: the history went to contextgate's summarizer
@@ -118,21 +92,16 @@ MARKER = "compacted-loop-5c1e"
 
 
 def test_codex_compacts_inside_a_tool_loop_and_finishes_it(
-    codex: Path, server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
+    codex_cli: Path, server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     fake_upstream.script("fake-summarizer", [SUMMARY] * 6)
-    home, work = tmp_path / "codex-home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    (home / "config.toml").write_text(
-        'model = "gpt-4o-mini"\n'
-        f'openai_base_url = "{server.base_url}"\n'
-        "model_auto_compact_token_limit = 500\n"
+    codex = Codex.openai_provider(
+        codex_cli, tmp_path, "gpt-4o-mini", server.base_url, compact_at=500
     )
-    first = _codex(codex, home, work, "task alpha: say hello")
+    first = codex.exec("task alpha: say hello")
     assert first.returncode == 0, first.stderr[-2000:]
     prompt = f'task delta. CALL_TOOL:exec_command:{{"cmd": "echo {MARKER}"}}'
-    done = _codex(codex, home, work, "resume", "--last", prompt)
+    done = codex.exec("resume", "--last", prompt)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Error running remote compact task" not in done.stderr
     # Compacted before the resumed turn and again inside its tool loop (between the call and
@@ -186,21 +155,16 @@ def native_server(
 
 
 def test_codex_compaction_on_the_native_responses_path(
-    codex: Path, native_server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
+    codex_cli: Path, native_server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     fake_upstream.script("fake-summarizer", [SUMMARY] * 6)
-    home, work = tmp_path / "codex-home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    (home / "config.toml").write_text(
-        f'model = "{NATIVE}"\n'
-        f'openai_base_url = "{native_server.base_url}"\n'
-        "model_auto_compact_token_limit = 500\n"
+    codex = Codex.openai_provider(
+        codex_cli, tmp_path, NATIVE, native_server.base_url, compact_at=500
     )
-    first = _codex(codex, home, work, "task alpha: say hello")
+    first = codex.exec("task alpha: say hello")
     assert first.returncode == 0, first.stderr[-2000:]
     for prompt in ("task beta: say goodbye", "task gamma: wrap up"):
-        done = _codex(codex, home, work, "resume", "--last", prompt)
+        done = codex.exec("resume", "--last", prompt)
         assert done.returncode == 0, done.stderr[-2000:]
     assert _chats(fake_upstream, "fake-summarizer")
     calls = [r["body"] for r in fake_upstream.requests() if r["path"] == "/v1/responses"]

@@ -28,8 +28,8 @@ from tests.context.cache_doors import (
     rebases,
     responses_loop,
 )
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import module_server
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e

@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import module_server
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e

@@ -23,7 +23,7 @@ from app.responses.references import (
 )
 from app.responses.schemas import ItemReference, MessageItem, ResponsesRequest
 from app.tokens.counter import TokenCounter
-from tests.integration.test_repositories import OTHER, TENANT
+from tests.support.conversations import OTHER, TENANT
 
 MODEL = "gpt-4o-mini"
 

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
 from tests.responses.test_native_responses import (
     ASK,
@@ -21,6 +20,7 @@ from tests.responses.test_native_responses import (
     reasoning_of,
     upstream,
 )
+from tests.support.e2e import module_server
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e

@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from app.core.settings import Settings
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import module_server
 from tests.support.proxy import ContextgateServer, free_port
 
 MODEL = "gpt-4o-mini"

@@ -24,8 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from app.cli import app as cli_app
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import module_server
 from tests.support.models import ANTHROPIC_LITELLM_MODEL
 from tests.support.proxy import ContextgateServer
 

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.helpers import WEATHER_TOOL, module_server, sse_events
 from tests.fake_upstream import FakeUpstream
 from tests.fake_upstream.responses import sign
+from tests.support.e2e import WEATHER_TOOL, module_server, sse_events
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from tests.metrics.test_metrics import scrape, value
+from tests.support.metrics import scrape, value
 
 
 def _parts(utilization: dict[str, Any]) -> int:

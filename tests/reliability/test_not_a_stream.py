@@ -18,8 +18,8 @@ import openai
 import orjson
 import pytest
 
-from tests.e2e.helpers import sse_events
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import sse_events
 from tests.support.proxy import ContextgateServer
 
 MODEL = "gpt-4o-mini"

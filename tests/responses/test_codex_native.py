@@ -10,31 +10,22 @@ second call's input byte for byte, is the proof that contextgate passed it throu
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
-from tests.support.agents import CODEX, npm_agent
+from tests.support.agents import Codex
+from tests.support.agents import codex_cli as codex_cli
+from tests.support.e2e import module_server
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e
 
 MARKER = "codex-native-5c1e"
 MODEL = "o4-mini"
-
-
-@pytest.fixture(scope="module")
-def codex() -> Path:
-    found = npm_agent(*CODEX)
-    if isinstance(found, str):
-        pytest.skip(found)
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -57,30 +48,11 @@ def server(
 
 
 def test_codex_tool_loop_carries_encrypted_reasoning(
-    codex: Path, server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
+    codex_cli: Path, server: ContextgateServer, fake_upstream: FakeUpstream, tmp_path: Path
 ) -> None:
-    home, work = tmp_path / "codex-home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    (home / "config.toml").write_text(
-        f'model = "{MODEL}"\n'
-        'model_provider = "contextgate"\n'
-        "[model_providers.contextgate]\n"
-        'name = "contextgate"\n'
-        f'base_url = "{server.base_url}"\n'
-        'wire_api = "responses"\n'
-        'env_key = "CONTEXTGATE_TEST_KEY"\n'
-    )
+    codex = Codex.responses_provider(codex_cli, tmp_path, MODEL, server.base_url)
     prompt = f'Run this. CALL_TOOL:exec_command:{{"cmd": "echo {MARKER}"}}'
-    env = {**os.environ, "CODEX_HOME": str(home), "CONTEXTGATE_TEST_KEY": "sk-codex"}
-    done = subprocess.run(
-        [str(codex), "exec", "--skip-git-repo-check", "-C", str(work), prompt],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        stdin=subprocess.DEVNULL,
-    )
+    done = codex.exec(prompt)
     assert done.returncode == 0, done.stderr[-2000:]
     calls = [r["body"] for r in fake_upstream.requests() if r["path"] == "/v1/responses"]
     assert len(calls) == 2, "one call for the tool, one with its output"

@@ -13,9 +13,9 @@ import openai
 import orjson
 import pytest
 
-from tests.e2e.helpers import module_server, sse_events
 from tests.fake_upstream import FakeUpstream
 from tests.responses.test_responses_e2e import MASTER, issue_key
+from tests.support.e2e import module_server, sse_events
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e

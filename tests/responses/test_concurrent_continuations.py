@@ -19,9 +19,9 @@ from app.core.database import create_database
 from app.core.settings import Settings
 from app.keys.caller import DEFAULT_TENANT
 from app.responses.service import response_service
-from tests.e2e.helpers import sse_events
 from tests.fake_upstream import FakeUpstream
-from tests.integration.test_repositories import message
+from tests.support.conversations import message
+from tests.support.e2e import sse_events
 
 MODEL = "gpt-4o-mini"
 DELAY_MS = 400

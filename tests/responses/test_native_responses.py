@@ -21,8 +21,8 @@ import openai
 import orjson
 import pytest
 
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import module_server
 from tests.support.models import ANTHROPIC_LITELLM_MODEL
 from tests.support.proxy import ContextgateServer
 

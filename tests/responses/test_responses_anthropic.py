@@ -15,8 +15,8 @@ from typing import Any
 import openai
 import pytest
 
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import module_server
 from tests.support.models import fake_model_list
 from tests.support.proxy import ContextgateServer
 

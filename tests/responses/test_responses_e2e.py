@@ -16,8 +16,8 @@ import pytest
 from openai.types.responses import Response, ResponseItem
 from pydantic import TypeAdapter
 
-from tests.e2e.helpers import module_server
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import module_server
 from tests.support.proxy import ContextgateServer
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ from app.core.errors import NotFound
 from app.db.models import new_id, utcnow
 from app.responses.repository import response_repository
 from app.responses.service import response_service
-from tests.integration.test_repositories import OTHER, TENANT, TURN, append, message
+from tests.support.conversations import OTHER, TENANT, TURN, append, message
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from sqlalchemy import update
 from app.core.database import create_database
 from app.core.settings import Settings
 from app.db.models import ApiKey, UiSession
-from tests.cli.test_cli_keys import invoke
+from tests.support.cli import invoke_on
 
 MASTER = "sk-master-hardening-123456"
 
@@ -68,14 +68,14 @@ async def test_a_key_with_expires_at_works_until_then_and_answers_401_after(
 
 async def test_cli_creates_and_lists_keys_with_their_expiry(sqlite_url: str) -> None:
     code, output = await asyncio.to_thread(
-        invoke, sqlite_url, "keys", "create", "temp", "--expires-at", "2099-05-01T12:00:00Z"
+        invoke_on, sqlite_url, "keys", "create", "temp", "--expires-at", "2099-05-01T12:00:00Z"
     )
     assert code == 0, output
     soon = (datetime.now(UTC) + timedelta(days=3)).replace(second=0, microsecond=0)
     later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     for name, when in (("soon", soon.isoformat()), ("gone", later)):
         code, output = await asyncio.to_thread(
-            invoke, sqlite_url, "keys", "create", name, "--expires-at", when
+            invoke_on, sqlite_url, "keys", "create", name, "--expires-at", when
         )
         assert code == 0, output
     database = create_database(sqlite_url, pool_size=1)
@@ -87,7 +87,7 @@ async def test_cli_creates_and_lists_keys_with_their_expiry(sqlite_url: str) -> 
             )
     finally:
         await database.dispose()
-    code, output = await asyncio.to_thread(invoke, sqlite_url, "keys", "list")
+    code, output = await asyncio.to_thread(invoke_on, sqlite_url, "keys", "list")
     assert code == 0, output
     rows = {line.split()[3]: line for line in output.splitlines() if "key_" in line}
     assert set(rows) == {"temp", "soon", "gone"}, output
@@ -96,11 +96,11 @@ async def test_cli_creates_and_lists_keys_with_their_expiry(sqlite_url: str) -> 
     assert "(expired)" in rows["gone"]
     assert output.count("(expired)") == 1, output
     code, output = await asyncio.to_thread(
-        invoke, sqlite_url, "keys", "create", "old", "--expires-at", "2001-01-01T00:00:00Z"
+        invoke_on, sqlite_url, "keys", "create", "old", "--expires-at", "2001-01-01T00:00:00Z"
     )
     assert code == 2
     assert "future" in output
-    code, output = await asyncio.to_thread(invoke, sqlite_url, "doctor")
+    code, output = await asyncio.to_thread(invoke_on, sqlite_url, "doctor")
     expected = (
         "3 virtual keys, 1 expired, 2 with an expiry; "
         f"1 expire within 7 days (first {soon:%Y-%m-%d %H:%M} UTC)"

@@ -21,8 +21,8 @@ import pytest
 
 from app.core.metrics import model_label
 from app.core.redact import MASK, Redactor, configure_redaction, redact
-from tests.e2e.helpers import sse_events
 from tests.fake_upstream import FakeUpstream
+from tests.support.e2e import sse_events
 from tests.support.proxy import ContextgateServer
 
 # Every test secret holds "s3cr3t" (tests/plugins/log_capture.py fails the session on it).

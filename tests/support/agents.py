@@ -6,11 +6,15 @@ the same way, and skips, saying why, only when npm is missing or cannot install 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["AGENTS_DIR", "CLAUDE_CODE", "CODEX", "npm_agent"]
+import pytest
+
+__all__ = ["AGENTS_DIR", "CLAUDE_CODE", "CODEX", "Codex", "codex_cli", "npm_agent"]
 
 REPO = Path(__file__).resolve().parents[2]
 AGENTS_DIR = REPO / "test-artifacts" / "agents"
@@ -43,3 +47,70 @@ def npm_agent(package: str, folder: str, binary: str, timeout: float = 600) -> P
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         return f"npm could not install {package}: {' / '.join(tail)}"
     return executable
+
+
+@pytest.fixture(scope="module")
+def codex_cli() -> Path:
+    """The Codex CLI's executable (installed if missing); the test skips, saying why, without."""
+    found = npm_agent(*CODEX)
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
+
+
+@dataclass(frozen=True)
+class Codex:
+    """One user of the Codex CLI: its ``CODEX_HOME`` (config.toml), a working folder, and the
+    environment variable its configuration reads the API key from."""
+
+    executable: Path
+    home: Path
+    work: Path
+    key_variable: str
+
+    @classmethod
+    def _made(cls, executable: Path, folder: Path, config: str, key_variable: str) -> Codex:
+        home, work = folder / "codex-home", folder / "work"
+        home.mkdir()
+        work.mkdir()
+        (home / "config.toml").write_text(config)
+        return cls(executable, home, work, key_variable)
+
+    @classmethod
+    def openai_provider(
+        cls, executable: Path, folder: Path, model: str, base_url: str, *, compact_at: int
+    ) -> Codex:
+        """Codex's built-in OpenAI provider pointed at ``base_url``, compacting remotely once
+        its history passes ``compact_at`` tokens."""
+        config = (
+            f'model = "{model}"\n'
+            f'openai_base_url = "{base_url}"\n'
+            f"model_auto_compact_token_limit = {compact_at}\n"
+        )
+        return cls._made(executable, folder, config, "OPENAI_API_KEY")
+
+    @classmethod
+    def responses_provider(cls, executable: Path, folder: Path, model: str, base_url: str) -> Codex:
+        """A model provider of its own whose ``wire_api`` is ``responses`` at ``base_url``."""
+        config = (
+            f'model = "{model}"\n'
+            'model_provider = "contextgate"\n'
+            "[model_providers.contextgate]\n"
+            'name = "contextgate"\n'
+            f'base_url = "{base_url}"\n'
+            'wire_api = "responses"\n'
+            'env_key = "CONTEXTGATE_TEST_KEY"\n'
+        )
+        return cls._made(executable, folder, config, "CONTEXTGATE_TEST_KEY")
+
+    def exec(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``codex exec`` with these arguments (a prompt, or ``resume --last`` and one)."""
+        env = {**os.environ, "CODEX_HOME": str(self.home), self.key_variable: "sk-codex"}
+        return subprocess.run(
+            [str(self.executable), "exec", "--skip-git-repo-check", "-C", str(self.work), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            stdin=subprocess.DEVNULL,
+        )

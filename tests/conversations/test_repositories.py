@@ -14,16 +14,10 @@ from app.conversations.fingerprint import chain_hashes, content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository as repository
 from app.conversations.service import ResolvedConversation, conversation_service
-from app.conversations.stamp import Stamp
 from app.core.database import Database, create_database
 from app.core.errors import NotFound
-from app.db.models import Conversation, new_id
-from app.tokens.counter import TokenCounter
-
-TENANT = "tenant-a"
-OTHER = "tenant-b"
-MODEL = "gpt-4o-mini"
-counter = TokenCounter()
+from app.db.models import new_id
+from tests.support.conversations import OTHER, TENANT, TURN, append, message
 
 
 @pytest.fixture
@@ -33,26 +27,8 @@ async def db(database_url: str) -> AsyncIterator[Database]:
     await database.dispose()
 
 
-def message(role: str, content: Any = None, **extra: Any) -> ConversationMessage:
-    data = {"role": role, "content": content, **extra}
-    return ConversationMessage(
-        **data,
-        token_count=counter.count_message(data, MODEL),
-        content_hash=content_hash(data),
-    )
-
-
 def raw(messages: list[ConversationMessage]) -> list[dict[str, Any]]:
     return [m.to_openai() for m in messages]
-
-
-async def append(
-    db: Database, conversation_id: str, messages: list[ConversationMessage], tenant: str = TENANT
-) -> Conversation:
-    async with db.writing() as session:
-        return await conversation_service.append(
-            session, tenant, conversation_id, messages, Stamp(MODEL)
-        )
 
 
 async def resolve(
@@ -65,13 +41,6 @@ async def resolve(
         return await conversation_service.resolve(
             session, tenant, incoming, [content_hash(m) for m in incoming], conversation_id
         )
-
-
-TURN = [
-    message("system", "be brief"),
-    message("user", "hello"),
-    message("assistant", "Echo: hello"),
-]
 
 
 async def test_append_numbers_messages_and_keeps_running_counters(db: Database) -> None:

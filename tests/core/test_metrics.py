@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.context.metadata import (
     ArtifactOutcome,
@@ -20,36 +19,14 @@ from app.context.metadata import (
 from app.core import metrics
 from app.core.settings import Settings
 from tests.fake_upstream import FakeUpstream
+from tests.support.metrics import parse, scrape, value
 from tests.support.proxy import ContextgateServer
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(autouse=True)
 def fresh_model_labels(monkeypatch: pytest.MonkeyPatch) -> None:
     """Earlier tests may have used up the bounded model-label set of this process."""
     monkeypatch.setattr(metrics, "_models", set())
-
-
-def parse(text: str) -> Samples:
-    samples: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """Sum of the samples named ``name`` whose labels include ``labels``."""
-    wanted = set(labels.items())
-    return sum(v for (n, found), v in samples.items() if n == name and wanted <= found)
-
-
-async def scrape(client: httpx.AsyncClient) -> Samples:
-    response = await client.get("/metrics")
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain")
-    return parse(response.text)
 
 
 def chat(content: str, **extra: Any) -> dict[str, Any]:

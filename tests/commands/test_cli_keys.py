@@ -9,22 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from typer.testing import CliRunner
 
-from app.cli import app as cli_app
 from app.core.settings import Settings
-
-MASTER = "sk-master-cli-keys"
-WIDE = {"COLUMNS": "250", "NO_COLOR": "1", "TERM": "dumb"}
-
-
-def invoke(sqlite_url: str, *args: str, master: str | None = MASTER) -> tuple[int, str]:
-    """Run the CLI (it calls asyncio.run, so async tests call this through a thread)."""
-    env = {**WIDE, "CONTEXTGATE_DATABASE_URL": sqlite_url}
-    if master is not None:
-        env["CONTEXTGATE_MASTER_KEY"] = master
-    result = CliRunner().invoke(cli_app, list(args), env=env)
-    return result.exit_code, result.output
+from tests.support.cli import MASTER, invoke_on
 
 
 async def test_keys_create_list_revoke(
@@ -33,7 +20,7 @@ async def test_keys_create_list_revoke(
     make_settings: Callable[..., Settings],
 ) -> None:
     code, output = await asyncio.to_thread(
-        invoke, sqlite_url, "keys", "create", "ci-bot", "--rpm-limit", "60"
+        invoke_on, sqlite_url, "keys", "create", "ci-bot", "--rpm-limit", "60"
     )
     assert code == 0, output
     key = re.search(r"^key: (\S+)$", output, re.MULTILINE)
@@ -51,25 +38,25 @@ async def test_keys_create_list_revoke(
     )
     assert made.status_code in (200, 201), made.text
 
-    code, output = await asyncio.to_thread(invoke, sqlite_url, "keys", "list")
+    code, output = await asyncio.to_thread(invoke_on, sqlite_url, "keys", "list")
     assert code == 0, output
     assert key_id.group(1) in output
     assert "ci-bot" in output
     assert "from-api" in output
     assert key.group(1) not in output  # listed by prefix only
 
-    code, output = await asyncio.to_thread(invoke, sqlite_url, "keys", "revoke", key_id.group(1))
+    code, output = await asyncio.to_thread(invoke_on, sqlite_url, "keys", "revoke", key_id.group(1))
     assert code == 0, output
     assert (await client.get("/v1/conversations", headers=auth)).status_code == 401
-    code, output = await asyncio.to_thread(invoke, sqlite_url, "keys", "list")
+    code, output = await asyncio.to_thread(invoke_on, sqlite_url, "keys", "list")
     assert key_id.group(1) not in output
 
-    code, output = await asyncio.to_thread(invoke, sqlite_url, "keys", "revoke", key_id.group(1))
+    code, output = await asyncio.to_thread(invoke_on, sqlite_url, "keys", "revoke", key_id.group(1))
     assert code == 1
     assert "No key with id" in output
 
 
 def test_keys_need_the_master_key(sqlite_url: str) -> None:
-    code, output = invoke(sqlite_url, "keys", "list", master=None)
+    code, output = invoke_on(sqlite_url, "keys", "list", master=None)
     assert code == 2
     assert "CONTEXTGATE_MASTER_KEY" in output

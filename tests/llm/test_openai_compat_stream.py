@@ -2,7 +2,7 @@
 first-token timeout, and ``normalize_chunk`` on dicts (direct path) against SDK objects (litellm).
 
 respx stands in for the upstream, as in test_openai_compat.py; the shared pieces are in
-openai_helpers.py.
+tests/support/openai_compat.py.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from app.llm.client import LLMClient
 from app.llm.errors import map_upstream_error
 from app.llm.openai_compat import UpstreamHTTPError
 from app.llm.responses import normalize_chunk
-from tests.unit.openai_helpers import MESSAGES, MODEL, URL, USAGE, chunk, failure, sse
+from tests.support.openai_compat import MESSAGES, MODEL, URL, USAGE, chunk, failure, sse
 
 # The fixtures, by name for pytest to find; ``x as x`` marks them as re-exported, not unused.
-from tests.unit.openai_helpers import llm as llm
-from tests.unit.openai_helpers import upstream as upstream
+from tests.support.openai_compat import llm as llm
+from tests.support.openai_compat import upstream as upstream
 
 
 def tool_delta(**fields: Any) -> dict[str, Any]:

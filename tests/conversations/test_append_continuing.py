@@ -10,7 +10,7 @@ from app.conversations.service import HeadMoved, conversation_service
 from app.conversations.stamp import Stamp
 from app.core.database import Database, create_database
 from app.db.models import Conversation, new_id
-from tests.integration.test_repositories import MODEL, TENANT, TURN, append, message
+from tests.support.conversations import MODEL, TENANT, TURN, append, message
 
 
 @pytest.fixture

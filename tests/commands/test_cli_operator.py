@@ -10,20 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
-from app.cli import app as cli_app
 from app.core.settings import Settings
 from tests.fake_upstream import FakeUpstream
+from tests.support.cli import invoke
 from tests.support.operator_data import Seeded, seed_compacted, seed_conversation
 from tests.support.proxy import free_port
-
-WIDE = {"COLUMNS": "250", "NO_COLOR": "1", "TERM": "dumb"}
-
-
-def invoke(env: dict[str, str], *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli_app, list(args), env={**WIDE, **env})
-    return result.exit_code, result.output
 
 
 @pytest.fixture

@@ -20,11 +20,11 @@ from app.core.errors import ContextLengthExceeded, RateLimited
 from app.llm.client import LLMClient
 from app.llm.openai_compat import OpenAICompatTransport, is_direct
 from app.llm.routing import Deployment, ModelRouter
-from tests.unit.openai_helpers import BASE, KEY, MESSAGES, MODEL, URL, USAGE, chunk, failure, sse
+from tests.support.openai_compat import BASE, KEY, MESSAGES, MODEL, URL, USAGE, chunk, failure, sse
 
 # The fixtures, by name for pytest to find; ``x as x`` marks them as re-exported, not unused.
-from tests.unit.openai_helpers import llm as llm
-from tests.unit.openai_helpers import upstream as upstream
+from tests.support.openai_compat import llm as llm
+from tests.support.openai_compat import upstream as upstream
 
 COMPLETION: dict[str, Any] = {
     "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": MODEL,

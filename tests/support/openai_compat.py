@@ -1,4 +1,4 @@
-"""What tests/unit/test_openai_compat.py and test_openai_compat_stream.py share: the upstream's
+"""What tests/llm/test_openai_compat.py and test_openai_compat_stream.py share: the upstream's
 address and wire bodies, the respx and ``LLMClient`` fixtures, and ``failure``.
 
 A test module imports the fixtures by name (``from ... import llm as llm``), so that they stay
