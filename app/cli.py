@@ -12,6 +12,7 @@ import typer
 from app.commands.conversations import conversations_app
 from app.commands.doctor import doctor
 from app.commands.keys import keys_app
+from app.commands.migrations import alembic_config
 from app.core.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -57,20 +58,6 @@ def _settings_or_exit() -> Settings:
     except SettingsError as exc:
         typer.echo(f"contextgate: {exc}", err=True)
         raise typer.Exit(2) from None
-
-
-def alembic_config(database_url: str) -> object:
-    from alembic.config import Config
-
-    # A checkout (or the Docker image) has alembic.ini next to app/; a wheel install has only
-    # the migrations/ folder beside app/ in site-packages, and these two options are all it needs.
-    root = Path(__file__).resolve().parent.parent
-    ini = root / "alembic.ini"
-    config = Config(str(ini)) if ini.is_file() else Config()
-    config.set_main_option("script_location", str(root / "migrations"))
-    config.set_main_option("version_path_separator", "os")
-    config.attributes["database_url"] = database_url
-    return config
 
 
 def run_migrations(database_url: str, revision: str = "heads") -> None:

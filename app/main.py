@@ -11,12 +11,8 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from app.attachments.router import router as attachments_router
-from app.cache.factory import build_summary_cache
 from app.chat.router import router as chat_router
-from app.context.tokens import TokenCounter
 from app.conversations.claims import HeadClaims
-from app.conversations.items_router import router as conversation_items_router
-from app.conversations.router import router as conversations_router
 from app.core.access_log import AccessLogMiddleware
 from app.core.database import create_database
 from app.core.errors import install_error_handlers
@@ -25,9 +21,7 @@ from app.core.middleware import RequestContextMiddleware
 from app.core.openapi import install_openapi
 from app.core.redact import configure_redaction
 from app.core.settings import Settings, load_settings
-from app.core.state import AppState
 from app.core.textcheck import TextCheckMiddleware
-from app.core.warmup import start_warm_up
 from app.demo.router import install_demo
 from app.embedders.embedder import build_embedder
 from app.embeddings.router import router as embeddings_router
@@ -48,10 +42,16 @@ from app.messages.errors import anthropic_error_response
 from app.messages.router import ERROR_PREFIX as MESSAGES_PREFIX
 from app.messages.router import router as messages_router
 from app.responses.compaction_door import router as responses_compaction_router
+from app.responses.conversations.items_router import router as conversation_items_router
+from app.responses.conversations.router import router as conversations_router
 from app.responses.router import router as responses_router
+from app.state import AppState
+from app.summary_cache.factory import build_summary_cache
 from app.system.router import router as system_router
-from app.turns.calibration import TokenCalibration
+from app.tokens.calibration import TokenCalibration
+from app.tokens.counter import TokenCounter
 from app.ui.router import install_ui
+from app.warmup import start_warm_up
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -39,7 +39,7 @@ import httpx
 import orjson
 
 import app  # noqa: F401  (offline defaults before litellm is imported)
-from app.context.tokens import TokenCounter
+from app.tokens.counter import TokenCounter
 from bench.agent_doors import anthropic_body, from_anthropic, from_responses, responses_body
 from bench.services import Contextgate
 from tests.fake_upstream import FakeUpstream

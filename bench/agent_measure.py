@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from app.context.tokens import TokenCounter
+from app.tokens.counter import TokenCounter
 from tests.fake_upstream import anthropic as fake_anthropic
 
 __all__ = ["Call", "Figures", "measure", "strip_marks"]

@@ -32,6 +32,7 @@ async def seed(state: Any, tenant_id: str, count: int, *, vectors: bool = True) 
     ``vectors``: with their recall vectors, as the background leaves them (else a backlog)."""
     from app.conversations.messages import ConversationMessage
     from app.conversations.service import conversation_service
+    from app.conversations.stamp import Stamp
     from app.db.models import new_id
 
     conversation_id = new_id("conv")
@@ -50,7 +51,7 @@ async def seed(state: Any, tenant_id: str, count: int, *, vectors: bool = True) 
                 tenant_id,
                 conversation_id,
                 messages[start : start + 2000],
-                model="bench-model",
+                Stamp("bench-model"),
             )
         _mark_compacted(session, conversation, messages)
     if vectors and state.embedder is not None:
@@ -189,7 +190,7 @@ async def measure(
     sizes: list[int],
     repeats: int,
 ) -> list[dict[str, Any]]:
-    from app.keys.auth import Caller
+    from app.keys.caller import Caller
     from app.protocol.chat import ChatCompletionRequest
     from app.turns.context import TurnContext
     from app.turns.pipeline import new_request_id, prepare

@@ -184,7 +184,7 @@ async def run_mode(
     questions: list[dict[str, Any]], repeats: int = 1,
 ) -> dict[str, Any]:  # fmt: skip
     from app.context.ranking import bm25_scores
-    from app.context.tokens import TokenCounter
+    from app.tokens.counter import TokenCounter
 
     counter = TokenCounter()
     attachments = [{"content": d["content"], "title": d["title"]} for d in documents]
@@ -249,7 +249,8 @@ async def engine_time(
     from app.attachments.service import attachment_service
     from app.context.budget import TokenBudget
     from app.context.engine import apply_context_engine
-    from app.conversations.history import HistoryWindow
+    from app.context.history import HistoryWindow
+    from app.context.inputs import EngineWindow
     from app.conversations.messages import ConversationMessage
     from app.protocol.chat import ChatCompletionRequest
 
@@ -273,7 +274,8 @@ async def engine_time(
         started = time.perf_counter()
         artifacts = await attachment_service.artifacts(None, "bench", request.attachments)
         budget = TokenBudget(BUDGET, current=count)
-        result = await apply_context_engine(state, request, "bench", window, budget, artifacts)
+        turn = EngineWindow(window, budget, artifacts)
+        result = await apply_context_engine(state, request, "bench", turn)
         times.append((time.perf_counter() - started) * 1000)
         costs.append(result.planner_cost)
     return {"ms": statistics.median(times), "planner_cost": statistics.mean(costs)}
@@ -313,7 +315,7 @@ async def measure() -> dict[str, Any]:
         "documents": len(documents),
         "questions": len(questions),
         "doc_tokens": statistics.mean(
-            __import__("app.context.tokens", fromlist=["TokenCounter"])
+            __import__("app.tokens.counter", fromlist=["TokenCounter"])
             .TokenCounter()
             .count_text(d["content"], "gpt-4o-mini")
             for d in documents

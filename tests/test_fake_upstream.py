@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from app.context.tokens import TokenCounter
+from app.tokens.counter import TokenCounter
 from tests.fake_upstream import FakeUpstream
 from tests.fake_upstream.responses import embed_text
 

@@ -14,11 +14,12 @@ from app.attachments.schemas import (
     AttachmentDetail,
     AttachmentInfo,
 )
-from app.attachments.service import attachment_service
-from app.core.deps import CallerDep, StateDep
+from app.attachments.service import Upload, attachment_service
+from app.core.deps import StorageDep
 from app.core.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 from app.core.textcheck import bad_string, rejection
 from app.core.validation import validation_message
+from app.keys.auth import CallerDep
 
 router = APIRouter(prefix="/v1/attachments", tags=["attachments"])
 
@@ -112,20 +113,23 @@ _UPLOAD_SCHEMA = {
     responses={200: {"model": AttachmentInfo, "description": "Already stored (same text)"}},
 )
 async def create_attachment(
-    request: Request, response: Response, caller: CallerDep, state: StateDep
+    request: Request, response: Response, caller: CallerDep, state: StorageDep
 ) -> AttachmentInfo:
     text, media_type, size, meta = await _parse(request, state.settings.max_attachment_bytes)
     if not text.strip():
         raise BadRequest("The attachment has no text.", param="file")
-    row, created = await attachment_service.store(
-        state.database,
-        caller.tenant_id,
+    upload = Upload(
         text,
         media_type=media_type,
         size_bytes=size,
         title=meta["title"],
         source=meta["source"],
         filename=meta["filename"],
+    )
+    row, created = await attachment_service.store(
+        state.database,
+        caller.tenant_id,
+        upload,
         quota_bytes=state.settings.tenant_max_attachment_bytes,
     )
     response.status_code = 201 if created else 200
@@ -134,7 +138,7 @@ async def create_attachment(
 
 @router.get("/{attachment_id}", response_model=AttachmentDetail)
 async def get_attachment(
-    attachment_id: str, caller: CallerDep, state: StateDep
+    attachment_id: str, caller: CallerDep, state: StorageDep
 ) -> AttachmentDetail:
     async with state.database.reading() as session:
         row = await attachment_service.get(session, caller.tenant_id, attachment_id)
@@ -143,7 +147,7 @@ async def get_attachment(
 
 @router.delete("/{attachment_id}", response_model=AttachmentDeleted)
 async def delete_attachment(
-    attachment_id: str, caller: CallerDep, state: StateDep
+    attachment_id: str, caller: CallerDep, state: StorageDep
 ) -> AttachmentDeleted:
     async with state.database.writing() as session:
         row = await attachment_service.get(session, caller.tenant_id, attachment_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -14,7 +15,7 @@ from app.core.errors import NotFound, PayloadTooLarge
 from app.db.models import Attachment
 from app.protocol.chat import AttachmentRef
 
-__all__ = ["AttachmentService", "attachment_service"]
+__all__ = ["AttachmentService", "Upload", "attachment_service"]
 
 
 def _not_found(attachment_id: str) -> NotFound:
@@ -32,25 +33,28 @@ def _check_quota(stored: int, size: int, quota: int) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """An uploaded attachment: its text, and what the upload said of it."""
+
+    text: str
+    media_type: str
+    size_bytes: int
+    title: str | None = None
+    source: str | None = None
+    filename: str | None = None
+
+
 class AttachmentService:
     async def store(
-        self,
-        database: Database,
-        tenant_id: str,
-        text: str,
-        *,
-        media_type: str,
-        size_bytes: int,
-        title: str | None = None,
-        source: str | None = None,
-        filename: str | None = None,
-        quota_bytes: int = 0,
+        self, database: Database, tenant_id: str, upload: Upload, *, quota_bytes: int = 0
     ) -> tuple[Attachment, bool]:
         """The stored attachment and whether it is new (same text → the same attachment).
 
         ``quota_bytes`` (0: none): what the tenant's attachments may take in all; a new one
         that would pass it is a 413, and nothing is stored.
         """
+        text, size_bytes, filename = upload.text, upload.size_bytes, upload.filename
         digest = hashlib.sha256(text.encode()).hexdigest()
         async with database.reading() as session:
             existing = await repository.by_hash(session, tenant_id, digest)
@@ -62,10 +66,10 @@ class AttachmentService:
         row = Attachment(
             tenant_id=tenant_id,
             content_hash=digest,
-            title=title or filename,
-            source=source,
+            title=upload.title or filename,
+            source=upload.source,
             filename=filename,
-            media_type=media_type,
+            media_type=upload.media_type,
             size_bytes=size_bytes,
             char_count=len(text),
             content=text,

@@ -13,7 +13,7 @@ import time
 import orjson
 
 from app.core.errors import ContextGateError, error_body
-from app.turns.pipeline import Prepared
+from app.turns.prepared import Prepared
 from app.turns.service import TurnResult
 from app.wire.chat import ChatUsage
 from app.wire.stream import ChatChunk, ChunkChoice, Delta

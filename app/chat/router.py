@@ -8,12 +8,12 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.chat.render import ChatStreamRenderer, completion_body
-from app.core.deps import CallerDep, StateDep
+from app.context.headers import context_headers
 from app.core.jsonresponse import json_response
-from app.core.limits import check_chat_limits
-from app.core.state import AppState
+from app.keys.auth import CallerDep
 from app.protocol.chat import ChatCompletionRequest
-from app.protocol.headers import context_headers
+from app.protocol.limits import check_chat_limits
+from app.state import AppState, StateDep
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
 from app.turns.service import run_turn

@@ -40,7 +40,7 @@ async def check_database(settings: Settings) -> list[Check]:
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
-    from app.cli import alembic_config
+    from app.commands.migrations import alembic_config
     from app.core.database import create_database
 
     database = create_database(settings.database_url, pool_size=1)

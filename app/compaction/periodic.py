@@ -19,9 +19,9 @@ from app.compaction.repository import summary_repository
 from app.compaction.rule_summary import rule_based_summary
 from app.compaction.schemas import MEMORY_TYPES, SummaryOutput
 from app.compaction.windows import render_transcript
-from app.context.tokens import TokenCounter
 from app.core.database import Database
 from app.db.models import ConversationSummaryRow
+from app.tokens.counter import TokenCounter
 
 __all__ = [
     "PERIODIC_SYSTEM",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.context.tokens import text_of
+from app.tokens.counter import text_of
 
 __all__ = ["RuleSummary", "rule_based_summary"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.compaction.repository import TurnSpan
-from app.context.tokens import text_of
 from app.db.models import Message
+from app.tokens.counter import text_of
 
 __all__ = ["CompactionWindow", "render_transcript", "select_window"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.context.tokens import text_of
 from app.conversations.messages import ConversationMessage
+from app.tokens.counter import text_of
 
 __all__ = [
     "Artifact",

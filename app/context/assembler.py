@@ -2,37 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.context.budget import TokenBudget
-from app.context.cache_fit import CacheFit, cache_fit
-from app.context.cache_policy import CachePolicy, CacheState
+from app.context.cache_fit import CacheFit, CacheInput, cache_fit
 from app.context.fit import fit_history
 from app.context.metadata import ContextBreakdown, ContextUtilization
 from app.context.reasoning import render_messages
-from app.context.seal import Anchor
-from app.context.tokens import REPLY_PRIMER
+from app.context.seal import LOOP_CUT_NOTE, Anchor, SealResult, seal_prompt
 from app.conversations.messages import ConversationMessage
 from app.core.errors import ContextLengthExceeded
+from app.tokens.counter import REPLY_PRIMER
 
-__all__ = ["AssembledContext", "AssemblyInput", "CacheInput", "assemble"]
-
-
-@dataclass(slots=True)
-class CacheInput:
-    """The cache-aware fit's inputs (see app/context/cache_fit.py)."""
-
-    policy: CachePolicy
-    state: CacheState
-    region_first: int
-    current_first: int
-    count: Callable[[dict[str, Any]], int]
-    # Tokens of the per-turn blocks frozen with history user messages (sequence -> tokens).
-    blocks: dict[int, int] = field(default_factory=dict)
-    compacted_sequence: int = 0  # the compaction boundary (0: none)
-    force: bool = False  # the prompt owner rebases: clear and cut to the low-water mark
+__all__ = ["AssembledContext", "AssemblyInput", "assemble", "seal_assembled"]
 
 
 @dataclass(slots=True)
@@ -61,17 +44,10 @@ class AssembledContext:
 def _fit_with_cache(spec: AssemblyInput, cache: CacheInput) -> CacheFit:
     return cache_fit(
         spec.history,
-        state=cache.state,
-        region_first=cache.region_first,
-        end_sequence=cache.current_first,
+        cache,
         budget=spec.budget.usable,
         fixed=spec.budget.fixed,
         newer_tool_results=sum(1 for m in spec.current if m.role == "tool"),
-        policy=cache.policy,
-        count=cache.count,
-        blocks=cache.blocks,
-        compacted_sequence=cache.compacted_sequence,
-        force=cache.force,
     )
 
 
@@ -131,4 +107,21 @@ def assemble(spec: AssemblyInput) -> AssembledContext:
         cache=cached,
         prefix_count=len(spec.system) + len(kept),
         anchors=anchors,
+    )
+
+
+def seal_assembled(assembled: AssembledContext, *, newest_sequence: int) -> SealResult:
+    """Seal an assembled prompt; ``newest_sequence``: the conversation's newest stored message
+    (the previous answer, when this prompt resends it)."""
+    previous = next(
+        (a.message for a in assembled.anchors if a.message.sequence_number == newest_sequence),
+        None,
+    )
+    utilization = assembled.utilization
+    return seal_prompt(
+        assembled.messages,
+        assembled.anchors,
+        utilization,
+        previous=previous,
+        loop_cut=LOOP_CUT_NOTE in utilization.notes,
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from app.context.tokens import REPLY_PRIMER, TokenCounter
+from app.tokens.counter import REPLY_PRIMER, TokenCounter
 
 __all__ = ["BudgetPolicy", "TokenBudget", "count_tools", "input_budget"]
 

@@ -19,15 +19,38 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.context.cache_policy import CachePolicy, CacheState
+from app.context.cache_policy import CachePolicy
 from app.context.fit import drop_incoherent
 from app.context.metadata import ClearedToolResult as ClearedToolResultOut
 from app.context.metadata import ContextUtilization
+from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 
-__all__ = ["CacheFit", "ClearedResult", "annotate", "cache_fit", "placeholder_text"]
+__all__ = [
+    "CacheFit",
+    "CacheInput",
+    "ClearedResult",
+    "annotate",
+    "cache_fit",
+    "placeholder_text",
+]
 
 CountMessage = Callable[[dict[str, Any]], int]
+
+
+@dataclass(slots=True)
+class CacheInput:
+    """The cache-aware fit's inputs (see app/context/cache_fit.py)."""
+
+    policy: CachePolicy
+    state: CacheState
+    region_first: int
+    current_first: int
+    count: CountMessage
+    # Tokens of the per-turn blocks frozen with history user messages (sequence -> tokens).
+    blocks: dict[int, int] = field(default_factory=dict)
+    compacted_sequence: int = 0  # the compaction boundary (0: none)
+    force: bool = False  # the prompt owner rebases: clear and cut to the low-water mark
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,29 +172,26 @@ def _with_blocks(
 
 def cache_fit(
     history: list[ConversationMessage],
+    cache: CacheInput,
     *,
-    state: CacheState,
-    region_first: int,
-    end_sequence: int,
     budget: int,
     fixed: int,
     newer_tool_results: int,
-    policy: CachePolicy,
-    count: CountMessage,
-    blocks: Mapping[int, int] | None = None,
-    compacted_sequence: int = 0,
-    force: bool = False,
 ) -> CacheFit:
     """Fit ``history`` (oldest first, loaded from the stored cut on) into ``budget - fixed``.
 
-    ``region_first``: the first message history may start at (after the system prompt and any
-    compaction boundary); ``end_sequence``: the first message of the current turn;
-    ``newer_tool_results``: tool results in the current turn (they count as the newest kept);
-    ``blocks``: the tokens of the per-turn blocks frozen with user messages (sent from the
-    stored ``prefix_floor`` on; a rebase moves the floor to the current turn, dropping them,
-    and so does a compaction boundary (``compacted_sequence``) past the floor).
+    ``cache.region_first``: the first message history may start at (after the system prompt
+    and any compaction boundary); ``cache.current_first``: the first message of the current
+    turn; ``newer_tool_results``: tool results in the current turn (they count as the newest
+    kept); ``cache.blocks``: the tokens of the per-turn blocks frozen with user messages (sent
+    from the stored ``prefix_floor`` on; a rebase moves the floor to the current turn,
+    dropping them, and so does a compaction boundary (``cache.compacted_sequence``) past the
+    floor).
     """
-    blocks = blocks or {}
+    state, policy, blocks = cache.state, cache.policy, cache.blocks
+    region_first, end_sequence = cache.region_first, cache.current_first
+    compacted_sequence, force = cache.compacted_sequence, cache.force
+    count = cache.count
     start = max(state.cut_sequence, region_first)
     messages = [m for m in history if start <= m.sequence_number < end_sequence]
     clearing = _Clearing(messages, policy, count)

@@ -8,7 +8,7 @@ from typing import TypeVar
 from app.core.settings import Settings
 from app.protocol.chat import CacheOptions
 
-__all__ = ["CachePolicy", "CacheState", "cache_policy"]
+__all__ = ["CachePolicy", "cache_policy"]
 
 T = TypeVar("T")
 
@@ -30,24 +30,6 @@ class CachePolicy:
     # prompts, tools); a ratio the request gives (or Anthropic's ``trigger``) is taken as
     # written: a share of the whole budget.
     high_water_of_room: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class CacheState:
-    """What the fit remembers with the conversation (conversations.cache_* columns).
-
-    ``cut_sequence``: history is sent from this message on (0: from the region start).
-    ``cleared_sequence``: tool results before this message are sent as placeholders (but
-    those of excluded tools). All only grow, so the prompt's prefix is stable between cuts.
-    """
-
-    cut_sequence: int = 0
-    cut_tokens: int = 0  # absolute token position of that message (where loading starts)
-    cleared_sequence: int = 0
-    # User messages from here on are sent with their frozen per-turn block (memories, date,
-    # recalled messages); a rebase moves it to the current turn: old blocks leave the prompt
-    # when it is rewritten anyway.
-    prefix_floor: int = 0
 
 
 def cache_policy(

@@ -12,7 +12,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from app.cache.summary import CachedSummary, summary_key
 from app.context.artifacts import (
     Artifact,
     ArtifactPlan,
@@ -24,7 +23,8 @@ from app.context.artifacts import (
 from app.context.budget import TokenBudget
 from app.context.decision import PlanningThresholds, should_use_llm_planning
 from app.context.deterministic import deterministic_plan
-from app.context.executor import ExecutionLimits, ExecutionResult, execute_plan
+from app.context.executor import ExecutionLimits, ExecutionResult, Processors, execute_plan
+from app.context.inputs import EngineServices, EngineWindow
 from app.context.metadata import (
     ArtifactOutcome,
     ContextPlanningUsage,
@@ -40,18 +40,18 @@ from app.context.planner import (
     validate_plan,
 )
 from app.context.render import BLOCK_CLOSE, BLOCK_OPEN, context_block, render_piece
-from app.context.tokens import text_of
 from app.conversations.messages import ConversationMessage
 from app.core.delimiters import tag_block
 from app.core.errors import ContextGateError
-from app.core.state import AppState
 from app.llm.client import RetryPolicy
 from app.llm.reach import helper_models
 from app.protocol.chat import ChatCompletionRequest
 from app.protocol.goal import ContextGoal
+from app.summary_cache.summary import CachedSummary, summary_key
+from app.tokens.counter import text_of
 
 if TYPE_CHECKING:
-    from app.conversations.history import HistoryWindow
+    pass
 
 __all__ = ["EngineResult", "apply_context_engine", "model_config_for"]
 
@@ -135,7 +135,7 @@ def _decision_view(
     )
 
 
-def model_config_for(state: AppState, request: ChatCompletionRequest) -> ModelConfig:
+def model_config_for(state: EngineServices, request: ChatCompletionRequest) -> ModelConfig:
     settings = state.settings
     helpers = helper_models(state)
     return ModelConfig(
@@ -156,7 +156,9 @@ def _question(messages: list[ConversationMessage]) -> str:
 
 
 class _Engine:
-    def __init__(self, state: AppState, request: ChatCompletionRequest, tenant_id: str) -> None:
+    def __init__(
+        self, state: EngineServices, request: ChatCompletionRequest, tenant_id: str
+    ) -> None:
         self.state = state
         self.settings = state.settings
         self.request = request
@@ -237,9 +239,13 @@ class _Engine:
         return plan
 
     async def _ask_planner(
-        self, artifacts: list[Artifact], question: str, room: int,
-        fallback: ArtifactPlan, result: EngineResult,
-    ) -> tuple[ArtifactPlan, list[str]]:  # fmt: skip
+        self,
+        artifacts: list[Artifact],
+        question: str,
+        room: int,
+        fallback: ArtifactPlan,
+        result: EngineResult,
+    ) -> tuple[ArtifactPlan, list[str]]:
         model = self.models.planner
         supports_schema = self.state.llm.model_info(model).supports_response_schema
         messages = build_planner_messages(
@@ -313,21 +319,12 @@ class _Engine:
 
 
 async def apply_context_engine(
-    state: AppState,
-    request: ChatCompletionRequest,
-    tenant_id: str,
-    window: HistoryWindow,
-    budget: TokenBudget,
-    attachments: list[Artifact],
-    *,
-    historical_turns: int | None = None,
+    state: EngineServices, request: ChatCompletionRequest, tenant_id: str, turn: EngineWindow
 ) -> EngineResult:
-    """Process the request's artifacts within the budget and rewrite ``window`` in place
-    (``budget.current`` follows the rewritten turn).
-
-    ``historical_turns``: how many past turns' tool results may be reprocessed (default: the
-    setting; 0 under the cache-aware fit, which keeps history byte-stable instead).
-    """
+    """Process the request's artifacts within the budget and rewrite ``turn.window`` in place
+    (see ``EngineWindow``)."""
+    window, budget, attachments = turn.window, turn.budget, turn.attachments
+    historical_turns = turn.historical_turns
     turns_back = state.settings.historical_turns if historical_turns is None else historical_turns
     context = Context(
         tool_results=current_tool_artifacts(window.current),
@@ -357,11 +354,13 @@ async def apply_context_engine(
         plan,
         room=room,
         question=engine.ranking_query(question),
-        count=engine.count,
-        truncate=engine.truncate,
-        summarize=engine.summarize,
-        embedder=engine.embed if engine.models.embedding else None,
-        limits=engine.limits(),
+        tools=Processors(
+            count=engine.count,
+            truncate=engine.truncate,
+            summarize=engine.summarize,
+            embedder=engine.embed if engine.models.embedding else None,
+            limits=engine.limits(),
+        ),
     )
     execution.summarizer_cost += engine.embedding_cost
     result.execution = execution

@@ -15,11 +15,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from app.cache.summary import CachedSummary
 from app.context.artifacts import Artifact, ArtifactDecision, ArtifactPlan
 from app.context.artifacts import ProcessingStrategy as S
 from app.context.ranking import Embedder, chunk_text, rank_chunks
 from app.context.render import render_piece
+from app.summary_cache.summary import CachedSummary
 
 __all__ = ["ExecutionLimits", "ExecutionResult", "Outcome", "Summarize", "execute_plan"]
 
@@ -49,6 +49,18 @@ class ExecutionLimits:
     chunk_chars: int = 1200
 
 
+@dataclass(frozen=True, slots=True)
+class Processors:
+    """How the executor measures, cuts, summarizes and ranks text (the engine's model calls;
+    without ``summarize``/``embedder``: no summaries, lexical ranking)."""
+
+    count: Count
+    truncate: Truncate
+    summarize: Summarize | None = None
+    embedder: Embedder | None = None
+    limits: ExecutionLimits = field(default_factory=ExecutionLimits)
+
+
 @dataclass(slots=True)
 class Outcome:
     artifact: Artifact
@@ -74,21 +86,13 @@ class ExecutionResult:
 
 
 class _Executor:
-    def __init__(
-        self,
-        question: str,
-        count: Count,
-        truncate: Truncate,
-        summarize: Summarize | None,
-        embedder: Embedder | None,
-        limits: ExecutionLimits,
-    ) -> None:
+    def __init__(self, question: str, tools: Processors) -> None:
         self.question = question
-        self.count = count
-        self.truncate = truncate
-        self.summarize = summarize
-        self.embedder = embedder
-        self.limits = limits
+        self.count = tools.count
+        self.truncate = tools.truncate
+        self.summarize = tools.summarize
+        self.embedder = tools.embedder
+        self.limits = tools.limits
         self.result = ExecutionResult(outcomes=[])
 
     def cost(self, artifact: Artifact, text: str, strategy: S) -> int:
@@ -130,9 +134,14 @@ class _Executor:
         return [o for o in outcomes if o is not None]
 
     def _choose(
-        self, artifact: Artifact, decision: ArtifactDecision, full: int, floor: int,
-        avail: int, share: int,
-    ) -> Outcome:  # fmt: skip
+        self,
+        artifact: Artifact,
+        decision: ArtifactDecision,
+        full: int,
+        floor: int,
+        avail: int,
+        share: int,
+    ) -> Outcome:
         if full <= floor:  # tiny: its full form is as cheap as its marker
             return Outcome(artifact, S.INCLUDE_FULL, artifact.content, full)
         wrapper = self.cost(artifact, "", S.RAG_EXTRACT)
@@ -145,17 +154,23 @@ class _Executor:
                 if allot >= self.limits.min_extract_tokens:
                     query = decision.extraction_query or decision.summarization_focus
                     return Outcome(
-                        artifact, S.RAG_EXTRACT, tokens=wrapper + allot, allot=allot,
+                        artifact,
+                        S.RAG_EXTRACT,
+                        tokens=wrapper + allot,
+                        allot=allot,
                         query=query or self.question,
-                    )  # fmt: skip
+                    )
             if strategy == S.SUMMARIZE and self.summarize is not None:
                 allot = min(avail - wrapper, self.limits.summary_max_tokens)
                 if allot >= self.limits.min_summary_tokens:
                     focus = decision.summarization_focus or decision.extraction_query
                     return Outcome(
-                        artifact, S.SUMMARIZE, tokens=wrapper + allot, allot=allot,
+                        artifact,
+                        S.SUMMARIZE,
+                        tokens=wrapper + allot,
+                        allot=allot,
                         query=focus or self.question,
-                    )  # fmt: skip
+                    )
         return Outcome(artifact, S.EXCLUDE, tokens=floor)
 
     # ---- execution --------------------------------------------------------------------
@@ -261,17 +276,11 @@ async def execute_plan(
     *,
     room: int,
     question: str,
-    count: Count,
-    truncate: Truncate,
-    summarize: Summarize | None = None,
-    embedder: Embedder | None = None,
-    limits: ExecutionLimits | None = None,
+    tools: Processors,
 ) -> ExecutionResult:
     """Process every artifact exactly once; the outcomes' tokens sum to at most ``room``
     (unless even the cheapest forms, i.e. the tool results' markers, exceed it)."""
-    executor = _Executor(
-        question, count, truncate, summarize, embedder, limits or ExecutionLimits()
-    )
+    executor = _Executor(question, tools)
     outcomes = executor.allocate(artifacts, plan, room)
     await executor.run(outcomes)
     return executor.result

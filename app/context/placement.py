@@ -6,8 +6,8 @@ documents go into one context block placed right before the newest user message.
 
 from __future__ import annotations
 
-from app.context.tokens import TokenCounter
 from app.conversations.messages import ConversationMessage
+from app.tokens.counter import TokenCounter
 
 __all__ = ["place_block", "replace_tool_messages"]
 

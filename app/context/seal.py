@@ -19,15 +19,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from app.context.metadata import ContextUtilization
 from app.conversations.messages import ConversationMessage
-
-if TYPE_CHECKING:
-    from app.context.assembler import AssembledContext
 
 __all__ = [
     "EDITED_BEFORE_THINKING_NOTE",
@@ -35,7 +32,6 @@ __all__ = [
     "Anchor",
     "SealResult",
     "chain_hash",
-    "seal_assembled",
     "seal_prompt",
 ]
 
@@ -117,20 +113,3 @@ def seal_prompt(
     if edited_at is not None:
         utilization.notes.append(EDITED_BEFORE_THINKING_NOTE.format(index=edited_at))
     return SealResult(prompt_hash, previous_kept, loop_cut)
-
-
-def seal_assembled(assembled: AssembledContext, *, newest_sequence: int) -> SealResult:
-    """Seal an assembled prompt; ``newest_sequence``: the conversation's newest stored message
-    (the previous answer, when this prompt resends it)."""
-    previous = next(
-        (a.message for a in assembled.anchors if a.message.sequence_number == newest_sequence),
-        None,
-    )
-    utilization = assembled.utilization
-    return seal_prompt(
-        assembled.messages,
-        assembled.anchors,
-        utilization,
-        previous=previous,
-        loop_cut=LOOP_CUT_NOTE in utilization.notes,
-    )

@@ -123,10 +123,22 @@ def turn_start_index(messages: list[ConversationMessage]) -> int:
 
 # The columns a history read selects, in this order (``from_history_row`` unpacks them).
 HISTORY_COLUMNS = (
-    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
-    "thinking_blocks", "context_prefix", "sequence_number", "turn_number", "token_count",
-    "start_tokens", "status", "content_hash", "prompt_hash",
-)  # fmt: skip
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+    "thinking_blocks",
+    "context_prefix",
+    "sequence_number",
+    "turn_number",
+    "token_count",
+    "start_tokens",
+    "status",
+    "content_hash",
+    "prompt_hash",
+)
 
 
 def to_conversation_message(row: Message) -> ConversationMessage:
@@ -139,10 +151,22 @@ def from_history_row(row: Sequence[Any]) -> ConversationMessage:
     columns by name cost more than the rest of building the message, for every message of the
     window on every turn."""
     (
-        role, content, name, tool_calls, tool_call_id, reasoning_content, thinking_blocks,
-        context_prefix, sequence_number, turn_number, token_count, start_tokens, status,
-        content_hash, prompt_hash,
-    ) = row  # fmt: skip
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id,
+        reasoning_content,
+        thinking_blocks,
+        context_prefix,
+        sequence_number,
+        turn_number,
+        token_count,
+        start_tokens,
+        status,
+        content_hash,
+        prompt_hash,
+    ) = row
     return _construct(
         {
             "role": role,

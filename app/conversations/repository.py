@@ -162,9 +162,12 @@ class ConversationRepository(TenantRepository[Conversation]):
         so the context engine can shrink their tool results instead of losing them.
         """
         params: dict[str, Any] = {
-            "conversation_id": conversation_id, "system_count": system_count, "cut": cut,
-            "min_turn": min_turn, "first_sequence": first_sequence,
-        }  # fmt: skip
+            "conversation_id": conversation_id,
+            "system_count": system_count,
+            "cut": cut,
+            "min_turn": min_turn,
+            "first_sequence": first_sequence,
+        }
         connection = await session.connection()
         result = await connection.execute(_context_statement(min_turn is not None), params)
         rows: Sequence[Row[Any]] = result.all()
@@ -293,13 +296,16 @@ _WITH_SUMMARIES = (
 def _edge_hashes() -> CompoundSelect[Any]:
     c = _messages.c
     last = (
-        select(literal(1).label("part"), c.sequence_number.label("sequence"),
-               c.content_hash.label("hash"))
+        select(
+            literal(1).label("part"),
+            c.sequence_number.label("sequence"),
+            c.content_hash.label("hash"),
+        )
         .where(c.conversation_id == bindparam("conversation_id"))
         .order_by(c.sequence_number.desc())
         .limit(bindparam("tail"))
         .subquery()
-    )  # fmt: skip
+    )
     first = select(
         literal(0).label("part"), c.sequence_number.label("sequence"), c.content_hash.label("hash")
     ).where(

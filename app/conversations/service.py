@@ -6,8 +6,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context.cache_policy import CacheState
-from app.context.tokens import text_of
+from app.conversations.cache_state import CacheState
 from app.conversations.counters import Counters
 from app.conversations.edges import TAIL, EdgeCache, Edges
 from app.conversations.fingerprint import (
@@ -24,8 +23,10 @@ from app.conversations.messages import (
 )
 from app.conversations.repository import conversation_repository as repository
 from app.conversations.resolved import HeadMoved, ResolvedConversation
+from app.conversations.stamp import Stamp
 from app.core.errors import NotFound
 from app.db.models import Conversation, new_id
+from app.tokens.counter import text_of
 
 __all__ = [
     "ConversationService",
@@ -141,11 +142,8 @@ class ConversationService:
         tenant_id: str,
         conversation_id: str,
         messages: list[ConversationMessage],
+        stamp: Stamp,
         *,
-        model: str,
-        request_id: str | None = None,
-        prompt_tokens: int | None = None,
-        cache_state: CacheState | None = None,
         at: int | None = None,
     ) -> Conversation:
         """Append messages at the current end (locking the conversation row), exactly once.
@@ -174,12 +172,13 @@ class ConversationService:
             session.add(conversation)
         before, before_count = conversation.head_hash, conversation.message_count
         call_turns = await self._call_turns(session, conversation, messages)
+        request_id, cache_state = stamp.request_id, stamp.cache_state
         rows = [
             self._next_row(conversation, message, request_id, call_turns) for message in messages
         ]
-        conversation.model = model
-        if prompt_tokens is not None:
-            conversation.last_prompt_tokens = prompt_tokens
+        conversation.model = stamp.model
+        if stamp.prompt_tokens is not None:
+            conversation.last_prompt_tokens = stamp.prompt_tokens
         if cache_state is not None and cache_state.cut_sequence >= (
             conversation.cache_cut_sequence or 0
         ):
@@ -189,9 +188,13 @@ class ConversationService:
         if rows:  # one executemany, not one INSERT ... RETURNING per message
             await repository.insert_messages(session, rows)
             self.edges.appended(
-                tenant_id, conversation.id, before=before, before_count=before_count,
-                system_count=conversation.system_prompt_count, rows=rows,
-            )  # fmt: skip
+                tenant_id,
+                conversation.id,
+                before=before,
+                before_count=before_count,
+                system_count=conversation.system_prompt_count,
+                rows=rows,
+            )
         return conversation
 
     async def append_turn(
@@ -200,26 +203,16 @@ class ConversationService:
         tenant_id: str,
         resolved: ResolvedConversation,
         messages: list[ConversationMessage],
-        *,
-        model: str,
-        request_id: str | None = None,
-        prompt_tokens: int | None = None,
-        cache_state: CacheState | None = None,
+        stamp: Stamp,
     ) -> str:
         """Store a request's turn: a conversation read by this request advances with one
         guarded UPDATE (``append_continuing``), a new one is created by ``append``. Returns
         the conversation it went to: a branch when it had to continue ``resolved.at``."""
         if resolved.conversation is not None:
             return await self.append_continuing(
-                session, tenant_id, resolved.conversation, messages,
-                model=model, request_id=request_id, prompt_tokens=prompt_tokens,
-                cache_state=cache_state, at=resolved.at,
-            )  # fmt: skip
-        stored = await self.append(
-            session, tenant_id, resolved.conversation_id, messages,
-            model=model, request_id=request_id, prompt_tokens=prompt_tokens,
-            cache_state=cache_state,
-        )  # fmt: skip
+                session, tenant_id, resolved.conversation, messages, stamp, at=resolved.at
+            )
+        stored = await self.append(session, tenant_id, resolved.conversation_id, messages, stamp)
         return stored.id
 
     async def append_continuing(
@@ -228,11 +221,8 @@ class ConversationService:
         tenant_id: str,
         known: Conversation,
         messages: list[ConversationMessage],
+        stamp: Stamp,
         *,
-        model: str,
-        request_id: str | None = None,
-        prompt_tokens: int | None = None,
-        cache_state: CacheState | None = None,
         at: int | None = None,
     ) -> str:
         """``append`` to a conversation this request read earlier, without locking it first.
@@ -244,32 +234,28 @@ class ConversationService:
         """
         draft = Counters.of(known)
         call_turns = await self._call_turns(session, draft, messages)
-        rows = [self._next_row(draft, message, request_id, call_turns) for message in messages]
-        values: dict[str, Any] = {**draft.counters(), "model": model}
-        if prompt_tokens is not None:
-            values["last_prompt_tokens"] = prompt_tokens
-        if cache_state is not None:
-            values |= _cache_values(cache_state)
+        rows = [
+            self._next_row(draft, message, stamp.request_id, call_turns) for message in messages
+        ]
+        values: dict[str, Any] = {**draft.counters(), "model": stamp.model}
+        if stamp.prompt_tokens is not None:
+            values["last_prompt_tokens"] = stamp.prompt_tokens
+        if stamp.cache_state is not None:
+            values |= _cache_values(stamp.cache_state)
         if rows and await repository.update_if_unchanged(
             session, tenant_id, known.id, Counters.of(known).counters(), values
         ):
             await repository.insert_messages(session, rows)
             self.edges.appended(
-                tenant_id, known.id, before=known.head_hash, before_count=known.message_count,
-                system_count=draft.system_prompt_count, rows=rows,
-            )  # fmt: skip
+                tenant_id,
+                known.id,
+                before=known.head_hash,
+                before_count=known.message_count,
+                system_count=draft.system_prompt_count,
+                rows=rows,
+            )
             return known.id
-        stored = await self.append(
-            session,
-            tenant_id,
-            known.id,
-            messages,
-            model=model,
-            request_id=request_id,
-            prompt_tokens=prompt_tokens,
-            cache_state=cache_state,
-            at=at,
-        )
+        stored = await self.append(session, tenant_id, known.id, messages, stamp, at=at)
         return stored.id
 
     async def _call_turns(

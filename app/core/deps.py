@@ -1,35 +1,34 @@
-"""The dependencies every router uses, as ``Annotated`` aliases (one place, no copies).
+"""The storage every router of the lower packages reads, as an ``Annotated`` alias.
 
-- ``StateDep``: the application's long-lived parts (``AppState``), built at start-up.
-- ``CallerDep``: the authenticated caller (tenant). It also throttles failed authentication
-  per client address and counts the request against the key's rpm limit, so every endpoint
-  that takes it is limited once per request.
-- ``KeyServiceDep``: the virtual-key service (400 without a master key).
+The application's state (``app.state.AppState``) sits above the packages; a router below it
+names only what it uses: ``StorageDep`` (the settings and the database). The caller
+(``CallerDep``) and the key service (``KeyServiceDep``) come from app/keys/auth.py.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Protocol
 
-from fastapi import Depends
+from fastapi import Depends, Request
 
-from app.core.errors import BadRequest
-from app.core.state import AppState, get_state
-from app.keys.auth import Caller, get_caller
-from app.keys.service import KeyService
+from app.core.database import Database
+from app.core.settings import Settings
 
-__all__ = ["CallerDep", "KeyServiceDep", "StateDep", "get_key_service"]
-
-StateDep = Annotated[AppState, Depends(get_state)]
-CallerDep = Annotated[Caller, Depends(get_caller)]
+__all__ = ["Storage", "StorageDep", "get_storage"]
 
 
-async def get_key_service(state: StateDep) -> KeyService:
-    if state.keys is None:
-        raise BadRequest(
-            "Virtual keys need CONTEXTGATE_MASTER_KEY to be set.", code="master_key_required"
-        )
-    return state.keys
+class Storage(Protocol):
+    """The settings and the database (``AppState`` has both)."""
+
+    settings: Settings
+    database: Database
 
 
-KeyServiceDep = Annotated[KeyService, Depends(get_key_service)]
+async def get_storage(request: Request) -> Storage:
+    """FastAPI dependency. ``async`` on purpose: FastAPI runs a plain ``def`` dependency on
+    its thread pool, a thread hand-off on every request for an attribute lookup."""
+    storage: Storage = request.app.state.contextgate
+    return storage
+
+
+StorageDep = Annotated[Storage, Depends(get_storage)]

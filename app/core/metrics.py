@@ -8,6 +8,7 @@ writes its samples there, and ``/metrics`` aggregates them (prometheus_client's 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import (
@@ -29,6 +30,7 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 __all__ = [
     "CONTENT_TYPE_LATEST",
     "MULTIPROC_ENV",
+    "ChatFigures",
     "record_chat",
     "record_http",
     "record_upstream",
@@ -167,22 +169,24 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def record_chat(
-    utilization: Any,
-    *,
-    status: str,
-    prompt_tokens: int,
-    completion_tokens: int,
-    prompt_cost: float,
-    completion_cost: float,
-    planning_cost: float,
-    full_context_tokens: int,
-) -> None:
-    """Everything one recorded chat request tells: tokens, savings, planning, cache, cost.
+@dataclass(frozen=True, slots=True)
+class ChatFigures:
+    """One chat request's tokens and costs (USD). ``full_context_tokens``: what the whole
+    stored conversation plus the new messages would have needed without context management."""
 
-    ``utilization`` is a ``ContextUtilization``; ``full_context_tokens`` what the whole stored
-    conversation plus the new messages would have needed without context management.
-    """
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_cost: float = 0.0
+    completion_cost: float = 0.0
+    planning_cost: float = 0.0
+    full_context_tokens: int = 0
+
+
+def record_chat(utilization: Any, status: str, figures: ChatFigures) -> None:
+    """Everything one recorded chat request tells: tokens, savings, planning, cache, cost
+    (``utilization`` is a ``ContextUtilization``)."""
+    prompt_tokens, completion_tokens = figures.prompt_tokens, figures.completion_tokens
+    full_context_tokens = figures.full_context_tokens
     model = model_label(str(utilization.model_name))
     CHAT_REQUESTS.labels(model, str(utilization.strategy), status).inc()
     TOKENS.labels(model, "prompt").inc(max(prompt_tokens, 0))
@@ -215,9 +219,9 @@ def record_chat(
         SUMMARY_CACHE.labels("miss").inc(utilization.cache_stats.misses)
     if utilization.compaction:
         COMPACTIONS.labels(model).inc()
-    COST.labels(model, "prompt").inc(max(prompt_cost, 0.0))
-    COST.labels(model, "completion").inc(max(completion_cost, 0.0))
-    COST.labels(model, "planning").inc(max(planning_cost, 0.0))
+    COST.labels(model, "prompt").inc(max(figures.prompt_cost, 0.0))
+    COST.labels(model, "completion").inc(max(figures.completion_cost, 0.0))
+    COST.labels(model, "planning").inc(max(figures.planning_cost, 0.0))
     _record_prompt_cache(model, utilization.cache_stats)
 
 

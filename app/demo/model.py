@@ -18,7 +18,7 @@ from typing import cast
 
 import orjson
 
-from app.context.tokens import TokenCounter, text_of
+from app.tokens.counter import TokenCounter, text_of
 from app.wire.chat import ChatMessage, ChatUsage, ToolCall
 from app.wire.json import JSONObject
 

@@ -8,7 +8,7 @@
   text, but a bag of word vectors: paraphrases with no shared word are often missed. Used when
   the MiniLM weights are absent, or chosen with ``CONTEXTGATE_EMBEDDER=wordllama``.
 
-Both load once (``load``, on a worker thread at start: ``app.core.warmup``), embed on worker
+Both load once (``load``, on a worker thread at start: ``app.warmup``), embed on worker
 threads, never on the event loop, and return unit-length float32 rows. Each has its own calibrated
 ``min_similarity`` (``bench/retrieval.py``; bench/README.md gives the tables).
 """

@@ -5,10 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
 from app.embeddings.schemas import EmbeddingsRequest
 from app.embeddings.service import create_embeddings
+from app.keys.auth import CallerDep
+from app.state import StateDep
 
 router = APIRouter(tags=["embeddings"])
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from app.core import metrics
 from app.core.errors import BadRequest
-from app.core.state import AppState
 from app.db.models import new_id
 from app.embeddings.schemas import EmbeddingsRequest
-from app.keys.auth import Caller
+from app.keys.caller import Caller
+from app.state import AppState
 from app.turns.repository import request_log_repository
 
 __all__ = ["create_embeddings"]

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.context.tokens import text_of
 from app.db.models import Conversation, Message, RequestLog
+from app.tokens.counter import text_of
 
 __all__ = [
     "PARTS",

@@ -1,4 +1,4 @@
-"""Who is calling: the tenant every query is scoped by.
+"""Authentication: which caller (app/keys/caller.py) a request stands for.
 
 Without ``CONTEXTGATE_MASTER_KEY`` everything is one tenant (keep such a server on loopback).
 With it, a request must carry the master key (tenant ``default``, admin) or a virtual key
@@ -8,27 +8,45 @@ With it, a request must carry the master key (tenant ``default``, admin) or a vi
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 
-from app.core.errors import Unauthorized
-from app.core.state import AppState, get_state
+from app.core.errors import BadRequest, Unauthorized
+from app.core.settings import Settings
+from app.keys.caller import DEFAULT_TENANT, Caller
+from app.keys.limits import KeyLimits
+from app.keys.service import KeyService
+from app.keys.throttle import AuthThrottle
 
-__all__ = ["Caller", "DEFAULT_TENANT", "authenticate", "client_address", "get_caller"]
+__all__ = [
+    "CallerDep",
+    "Gate",
+    "KeyServiceDep",
+    "authenticate",
+    "client_address",
+    "get_caller",
+    "get_key_service",
+]
 
-DEFAULT_TENANT = "default"
+
+class Gate(Protocol):
+    """What authentication reads from the application's state (``app.state.AppState``)."""
+
+    settings: Settings
+    auth_throttle: AuthThrottle
+    limits: KeyLimits
+    # Virtual keys: issue, list, revoke, resolve (None without CONTEXTGATE_MASTER_KEY).
+    keys: KeyService | None
+    # Resolves a presented virtual key to its caller (``keys.resolve``; tests may swap it).
+    key_resolver: Callable[[str], Awaitable[Caller | None]] | None
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    tenant_id: str
-    key_id: str | None = None
-    is_admin: bool = False
-    # A virtual key's limits (None: unlimited); enforced by app.keys.limits.
-    rpm_limit: int | None = None
-    max_budget: float | None = None
+async def get_gate(request: Request) -> Gate:
+    """FastAPI dependency (``async``: no thread hand-off for an attribute lookup)."""
+    gate: Gate = request.app.state.contextgate
+    return gate
 
 
 def _bearer(request: Request) -> str | None:
@@ -42,7 +60,7 @@ def client_address(request: Request) -> str | None:
     return request.client.host if request.client is not None else None
 
 
-async def authenticate(request: Request, state: AppState) -> Caller:
+async def authenticate(request: Request, state: Gate) -> Caller:
     """The caller the request's key stands for; 401 when there is none or it is wrong."""
     master = state.settings.master_key
     if master is None:
@@ -62,8 +80,8 @@ async def authenticate(request: Request, state: AppState) -> Caller:
     raise Unauthorized("Incorrect API key provided.")
 
 
-async def get_caller(request: Request, state: Annotated[AppState, Depends(get_state)]) -> Caller:
-    """Every authenticated endpoint's dependency (``app.core.deps.CallerDep``): failed-auth
+async def get_caller(request: Request, state: Annotated[Gate, Depends(get_gate)]) -> Caller:
+    """Every authenticated endpoint's dependency (``CallerDep``): failed-auth
     throttling per client address, the key, then the key's requests-per-minute limit."""
     address = client_address(request)
     state.auth_throttle.check(address)
@@ -74,3 +92,15 @@ async def get_caller(request: Request, state: Annotated[AppState, Depends(get_st
         raise
     await state.limits.check_rpm(caller)
     return caller
+
+
+async def get_key_service(state: Annotated[Gate, Depends(get_gate)]) -> KeyService:
+    if state.keys is None:
+        raise BadRequest(
+            "Virtual keys need CONTEXTGATE_MASTER_KEY to be set.", code="master_key_required"
+        )
+    return state.keys
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+KeyServiceDep = Annotated[KeyService, Depends(get_key_service)]

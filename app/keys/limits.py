@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.errors import RateLimited
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.keys.window import SlidingWindow
 
 __all__ = ["KeyLimits", "Reservation"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.core.deps import CallerDep, KeyServiceDep
+from app.keys.auth import CallerDep, KeyServiceDep
 from app.keys.schemas import KeyCreate, KeyCreated, KeyDeleted, KeyList
 from app.keys.service import require_admin
 

@@ -8,7 +8,7 @@ from app.core.database import Database
 from app.core.errors import ContextGateError, NotFound, Unauthorized
 from app.core.timestamps import as_utc, iso_utc
 from app.db.models import ApiKey, new_id
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.keys.hashing import display_prefix, generate_key, hash_key, pepper_from
 from app.keys.repository import key_repository
 from app.keys.schemas import KeyCreate, KeyCreated, KeyInfo

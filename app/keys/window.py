@@ -49,9 +49,15 @@ class SlidingWindow:
         if self._redis is not None:
             member = f"{time.time():.6f}-{secrets.token_hex(4)}"
             allowed, wait = await self._redis.eval(
-                _REDIS_WINDOW, 1, f"{self._prefix}:{key}", time.time(), self._window_s, limit,
-                member, "1" if add else "0",
-            )  # fmt: skip
+                _REDIS_WINDOW,
+                1,
+                f"{self._prefix}:{key}",
+                time.time(),
+                self._window_s,
+                limit,
+                member,
+                "1" if add else "0",
+            )
             return None if int(allowed) == 1 else float(wait)
         return self._local_run(key, limit, add=add)
 

@@ -8,7 +8,7 @@ from typing import Any
 from app.core.database import Database
 from app.core.logging import install_redaction, register_secret
 from app.core.settings import Settings
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.keys.limits import KeyLimits
 from app.keys.repository import key_repository
 from app.keys.service import KeyService

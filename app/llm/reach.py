@@ -16,16 +16,16 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from app.core.settings import Settings
-    from app.core.state import AppState
     from app.llm.routing import ModelRouter
 
 __all__ = [
     "PROVIDER_KEY_VARIABLES",
     "HelperModels",
+    "HelperSource",
     "credentials_problem",
     "helper_models",
     "route_problem",
@@ -165,7 +165,14 @@ class HelperModels:
             )
 
 
-def helper_models(state: AppState) -> HelperModels:
+class HelperSource(Protocol):
+    """Where the checked helper models live (``app.state.AppState`` is one)."""
+
+    settings: Settings
+    helpers: HelperModels | None
+
+
+def helper_models(state: HelperSource) -> HelperModels:
     """The state's checked helper models (as configured when the state was built by hand)."""
     if state.helpers is not None:
         return state.helpers

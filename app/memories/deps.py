@@ -10,7 +10,6 @@ from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 
-from app.context.tokens import TokenCounter
 from app.core.database import Database
 from app.core.settings import Settings
 from app.core.tasks import Tasks
@@ -19,6 +18,7 @@ from app.llm.client import LLMClient
 from app.llm.reach import HelperModels
 from app.memories.index_refresh import IndexServices
 from app.memories.runtime import MemoryRuntime
+from app.tokens.counter import TokenCounter
 
 __all__ = ["MemoryParts", "MemoryPartsDep", "get_memory_parts", "index_services"]
 

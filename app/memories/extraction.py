@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from app.compaction.llm_json import Summarizer, SummarizerFailed
 from app.compaction.repository import summary_repository
 from app.compaction.windows import render_transcript
-from app.context.tokens import TokenCounter
 from app.embedders.embedder import EmbeddingFailed, embed_texts
 from app.memories.index_refresh import IndexServices, refresh_soon
 from app.memories.prompts import EXTRACT_SYSTEM, extract_user
 from app.memories.retrieval import RetrievalQuery, retrieve
 from app.memories.schemas import ExtractionOutput
 from app.memories.service import MemoryQuotaExceeded, NewMemory, memory_service
+from app.tokens.counter import TokenCounter
 
 __all__ = ["ExtractionJob", "extract_memories", "extraction_due", "run_extraction"]
 

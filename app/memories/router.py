@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.core.deps import CallerDep
 from app.db.models import Memory
 from app.embedders.embedder import EmbeddingFailed, embed_texts
+from app.keys.auth import CallerDep
 from app.memories.deps import MemoryPartsDep, index_services
 from app.memories.facts import FactValue, upsert_fact
 from app.memories.index_refresh import refresh_soon

@@ -16,11 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.compaction.llm_json import Summarizer, SummarizerFailed
 from app.compaction.repository import summary_repository
-from app.core.deps import CallerDep, StateDep
 from app.core.errors import BadRequest, NotFound
+from app.keys.auth import CallerDep
 from app.llm.reach import helper_models
+from app.memories.deps import MemoryPartsDep, index_services
 from app.memories.extraction import ExtractionJob, extract_memories
-from app.memories.index_refresh import IndexServices
 
 __all__ = ["SAVE_MAX_TURNS", "ConversationSave", "ConversationSaved", "router"]
 
@@ -51,7 +51,7 @@ class ConversationSaved(BaseModel):
 async def save_conversation(
     conversation_id: str,
     caller: CallerDep,
-    state: StateDep,
+    state: MemoryPartsDep,
     body: Annotated[ConversationSave | None, Body()] = None,
 ) -> ConversationSaved:
     tenant_id = caller.tenant_id
@@ -79,9 +79,7 @@ async def save_conversation(
             model=helper_models(state).summarizer_for(body.summarizer_model, model_name),
             count_model=model_name,
         )
-        indexes = IndexServices(
-            state.database, state.memory.indexes, state.embedder, state.background
-        )
+        indexes = index_services(state)
         summarizer = Summarizer(state.llm, state.settings)
         saved.memories_extracted = await extract_memories(indexes, summarizer, state.tokens, job)
     except SummarizerFailed as exc:

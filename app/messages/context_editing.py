@@ -32,8 +32,8 @@ from app.protocol.chat import CacheOptions, ChatCompletionRequest, ContextOption
 from app.wire.chat import ChatMessage
 
 if TYPE_CHECKING:
-    from app.core.state import AppState
-    from app.turns.pipeline import Prepared
+    from app.state import AppState
+    from app.turns.prepared import Prepared
 
 __all__ = [
     "AppliedEdits",

@@ -36,7 +36,7 @@ from app.wire.stream import ChatChunk, ToolCallDelta
 
 if TYPE_CHECKING:
     from app.core.errors import ContextGateError
-    from app.turns.pipeline import Prepared
+    from app.turns.prepared import Prepared
     from app.turns.service import TurnResult
 
 __all__ = ["AnthropicStreamRenderer", "event", "message_body"]

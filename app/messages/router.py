@@ -17,10 +17,9 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.context.budget import count_tools
-from app.core.deps import CallerDep, StateDep
+from app.context.headers import context_headers
 from app.core.jsonresponse import json_response
-from app.core.limits import check_chat_limits, check_message_sizes
-from app.core.state import AppState
+from app.keys.auth import CallerDep
 from app.messages.answer import message_id
 from app.messages.context_editing import (
     AppliedEdits,
@@ -33,10 +32,11 @@ from app.messages.context_editing import (
 from app.messages.render import AnthropicStreamRenderer, message_body
 from app.messages.schemas import CountTokensRequest, MessagesRequest
 from app.messages.translate import chat_messages, chat_tools, to_turn_request
-from app.protocol.headers import context_headers
+from app.protocol.limits import check_chat_limits, check_message_sizes
+from app.state import AppState, StateDep
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
-from app.turns.pipeline import Prepared
+from app.turns.prepared import Prepared
 from app.turns.service import run_turn
 from app.turns.stream import SSE_HEADERS, open_turn_stream
 

@@ -26,11 +26,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context.tokens import text_of
 from app.db.models import Message, MessageVector
 from app.db.repository import message_scope
 from app.embedders.embedder import Embedder, encode_vector
 from app.recall.services import RecallServices
+from app.tokens.counter import text_of
 
 __all__ = [
     "EMBED_MAX_CHARS",

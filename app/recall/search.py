@@ -28,7 +28,6 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context.tokens import text_of
 from app.core.tasks import spawn
 from app.db.models import Message
 from app.db.repository import message_scope
@@ -46,6 +45,7 @@ from app.recall.message_vectors import (
 from app.recall.render import Recalled
 from app.recall.services import RecallServices
 from app.recall.vector_sets import Hits, VectorSet, conversation_vectors, other_conversations
+from app.tokens.counter import text_of
 
 __all__ = ["RecallQuery", "ToolScope", "search"]
 

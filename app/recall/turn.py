@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context.assembler import AssembledContext
-from app.context.tokens import MESSAGE_OVERHEAD, TokenCounter, text_of
 from app.core.settings import Settings
 from app.embedders.embedder import EmbeddingFailed
 from app.recall.render import Recalled, render_recalled
 from app.recall.search import RecallQuery, ToolScope, search
 from app.recall.services import RecallServices
+from app.tokens.counter import MESSAGE_OVERHEAD, TokenCounter, text_of
 
 __all__ = ["RecallResult", "RecallTurn", "recall_for_turn"]
 

@@ -20,13 +20,14 @@ from app.context.budget import BudgetPolicy, input_budget
 from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import conversation_service
+from app.conversations.stamp import Stamp
 from app.core.errors import BadRequest
-from app.core.state import AppState
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.llm.reach import helper_models
 from app.protocol.chat import ChatCompletionRequest, ContextOptions
 from app.responses.compaction_seal import SealedCompaction
 from app.responses.schemas import ResponsesRequest
+from app.state import AppState
 from app.turns.repository import request_log_repository
 from app.wire.json import JSONObject
 from app.wire.responses import ResponsesUsage
@@ -117,7 +118,7 @@ async def _store_history(
         return resolved.conversation_id
     async with state.database.writing() as session:
         return await conversation_service.append_turn(
-            session, tenant_id, resolved, new, model=model
+            session, tenant_id, resolved, new, Stamp(model)
         )
 
 

@@ -16,13 +16,12 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
-from app.core.limits import check_chat_limits
-from app.core.state import AppState
 from app.db.models import new_id
-from app.keys.auth import Caller
+from app.keys.auth import CallerDep
+from app.keys.caller import Caller
 from app.protocol.chat import AttachmentRef, ContextOptions
+from app.protocol.limits import check_chat_limits
 from app.responses.compaction import (
     Compacted,
     compact_conversation,
@@ -36,6 +35,7 @@ from app.responses.render import sse_event
 from app.responses.schemas import InputItem, ResponsesRequest
 from app.responses.service import response_service
 from app.responses.translate import input_items, item_id
+from app.state import AppState, StateDep
 from app.turns.guard import guarded
 from app.turns.stream import SSE_HEADERS
 from app.wire.json import JSONObject

@@ -12,10 +12,10 @@ from app.compaction.repository import summary_repository
 from app.conversations.fingerprint import content_hash
 from app.conversations.repository import conversation_repository
 from app.core.errors import BadRequest
-from app.core.state import AppState
 from app.responses.compaction_items import CompactionItem
 from app.responses.compaction_seal import SealedCompaction, open_seal
 from app.responses.schemas import ResponsesRequest
+from app.state import AppState
 from app.wire.chat import ChatMessage
 
 __all__ = ["Expansion", "expand_compaction"]

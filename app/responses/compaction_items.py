@@ -20,7 +20,7 @@ from app.responses.compaction_seal import SealedCompaction, seal
 from app.wire.responses import CompactionItem as SealedItem
 
 if TYPE_CHECKING:
-    from app.turns.pipeline import Prepared
+    from app.turns.prepared import Prepared
 
 __all__ = [
     "CompactionItem",

@@ -13,9 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.conversations.messages import ConversationMessage
 from app.core.errors import BadRequest
 from app.core.settings import Settings
-from app.core.state import AppState
 from app.db.models import utcnow
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.llm.native_responses import NativeRequest, native_chain
 from app.llm.responses import Usage
 from app.protocol.chat import ChatCompletionRequest
@@ -31,7 +30,8 @@ from app.responses.repository import response_repository
 from app.responses.schemas import ResponsesRequest
 from app.responses.service import response_service
 from app.responses.translate import chat_messages, chat_params, input_items
-from app.turns.pipeline import Prepared
+from app.state import AppState
+from app.turns.prepared import Prepared
 from app.turns.service import TurnResult
 from app.wire.chat import ChatMessage, ThinkingBlockParam
 from app.wire.json import JSONObject

@@ -16,13 +16,13 @@ from typing import Any
 from pydantic import TypeAdapter
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.conversations.items import DELETED, message_items, parse_derived_id
 from app.conversations.items_repository import items_repository
 from app.conversations.repository import conversation_repository
 from app.core.database import Database
 from app.core.errors import BadRequest, NotFound
 from app.db.models import ResponseItem
 from app.llm.responses_items import NATIVE_BLOCK
+from app.responses.conversations.items import DELETED, message_items, parse_derived_id
 from app.responses.repository import response_repository
 from app.responses.schemas import InputItem, ItemReference, ResponsesRequest
 from app.wire.json import JSONObject

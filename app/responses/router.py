@@ -10,12 +10,11 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from app.context.headers import context_headers
 from app.conversations.service import HeadMoved
-from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
-from app.core.limits import check_chat_limits
-from app.core.state import AppState
-from app.protocol.headers import context_headers
+from app.keys.auth import CallerDep
+from app.protocol.limits import check_chat_limits
 from app.responses.compaction_door import answer_trigger
 from app.responses.compaction_items import trigger_index
 from app.responses.create import NewResponse, build_turn
@@ -24,6 +23,7 @@ from app.responses.objects import incomplete_reason
 from app.responses.schemas import ResponsesRequest
 from app.responses.service import response_service
 from app.responses.truncation import refuse_overflow
+from app.state import AppState, StateDep
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
 from app.turns.service import run_turn

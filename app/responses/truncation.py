@@ -13,11 +13,11 @@ from __future__ import annotations
 from app.context.budget import count_tools
 from app.conversations.repository import conversation_repository
 from app.core.errors import ContextLengthExceeded
-from app.core.state import AppState
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.protocol.chat import ChatCompletionRequest
 from app.responses.compaction_items import CompactionItem
 from app.responses.schemas import ResponsesRequest
+from app.state import AppState
 
 __all__ = ["refuse_overflow"]
 

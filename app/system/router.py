@@ -10,9 +10,9 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from app.core import metrics
-from app.core.deps import CallerDep, StateDep
 from app.core.jsonresponse import json_response
-from app.core.state import AppState
+from app.keys.auth import CallerDep
+from app.state import AppState, StateDep
 
 router = APIRouter(tags=["system"])
 

@@ -19,12 +19,12 @@ from app.compaction.compactor import CompactionJob, CompactionReport
 from app.compaction.periodic import PeriodicJob, periodic_due, run_periodic_summary
 from app.conversations.service import ResolvedConversation
 from app.core.settings import Settings
-from app.core.state import AppState
 from app.core.tasks import spawn
 from app.llm.reach import helper_models
 from app.llm.responses import Usage
 from app.memories.extraction import ExtractionJob, extraction_due, run_extraction
 from app.recall.backlog import schedule_message_vectors
+from app.state import AppState
 from app.turns.memory_services import compactor, index_services, recall_services, summarizer
 
 __all__ = ["COMPACTION_DEFERRED", "compaction_ratio", "schedule_memory_work"]

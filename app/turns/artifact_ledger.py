@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from app.context.metadata import ArtifactOutcome
-from app.context.tokens import text_of
 from app.conversations.messages import ConversationMessage
+from app.tokens.counter import text_of
 
 __all__ = ["complete_artifacts"]
 

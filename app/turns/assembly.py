@@ -16,15 +16,18 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.attachments.service import attachment_service
 from app.context.artifacts import Artifact
-from app.context.assembler import AssembledContext, AssemblyInput, CacheInput, assemble
+from app.context.assembler import AssembledContext, AssemblyInput, assemble
 from app.context.budget import TokenBudget
-from app.context.cache_policy import CachePolicy, CacheState
+from app.context.cache_fit import CacheInput
+from app.context.cache_policy import CachePolicy
 from app.context.engine import EngineResult, apply_context_engine
-from app.context.tokens import REPLY_PRIMER
-from app.conversations.history import HistoryWindow, TurnShape, load_history_window
+from app.context.history import HistoryWindow, TurnShape, WindowSpec, load_history_window
+from app.context.inputs import EngineWindow
+from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
-from app.core.state import AppState
+from app.state import AppState
+from app.tokens.counter import REPLY_PRIMER
 from app.turns.context import TurnContext
 from app.turns.frozen import freeze_user_prefix, frozen_blocks, frozen_prefix_tokens
 from app.turns.loop_clearing import LoopClearing, clear_loop_results
@@ -96,10 +99,7 @@ async def load_assembly(
     turn = MemoryTurn(context, resolved, new, budget)
     memory = await prepare_memory(state, session, turn, rewrite=rewrite)
     budget.memory = memory.reserved_tokens
-    window = await load_history_window(
-        session,
-        resolved,
-        new,
+    spec = WindowSpec(
         shape=shape,
         budget=budget,
         chunk_tokens=state.settings.history_trim_chunk_tokens,
@@ -108,6 +108,7 @@ async def load_assembly(
         artifact_turns=0 if stored else state.settings.historical_turns,
         cache_state=stored,
     )
+    window = await load_history_window(session, resolved, new, spec)
     if own_system is not None:
         window.system.insert(0, own_system)
     memory.frozen_tokens = frozen_prefix_tokens(state, window.current, model)
@@ -142,10 +143,8 @@ async def build_assembly(
     request = context.request
     model = request.model
     window, memory, stored = loaded.window, loaded.memory, loaded.stored
-    engine = await apply_context_engine(
-        state, request, context.caller.tenant_id, window, budget, loaded.attachments,
-        historical_turns=0 if stored else None,
-    )  # fmt: skip
+    turn = EngineWindow(window, budget, loaded.attachments, historical_turns=0 if stored else None)
+    engine = await apply_context_engine(state, request, context.caller.tenant_id, turn)
     assembled = assemble(
         AssemblyInput(
             model=model,

@@ -3,31 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 
 from app.db.models import new_id
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.protocol.chat import ChatCompletionRequest
+from app.turns.prepared import RecordHook
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
-
-    from app.conversations.messages import ConversationMessage
     from app.llm.native_responses import NativeRequest
-    from app.llm.responses import Usage
-    from app.turns.pipeline import Prepared
 
-__all__ = ["RecordHook", "TurnContext"]
-
-# Called in the transaction that stores a turn, after its messages (the answer has its
-# sequence_number): a door stores what it keeps beside the conversation, atomically with it.
-RecordHook = Callable[
-    ["AsyncSession", "Prepared", "ConversationMessage", "Usage | None"], Awaitable[None]
-]
+__all__ = ["TurnContext"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ a block's tokens are counted where it is sent.
 from __future__ import annotations
 
 from app.conversations.messages import ConversationMessage
-from app.core.state import AppState
+from app.state import AppState
 
 __all__ = ["freeze_user_prefix", "frozen_blocks", "frozen_prefix_tokens"]
 

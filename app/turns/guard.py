@@ -14,9 +14,9 @@ from typing import Any
 from fastapi import Request
 from starlette.responses import Response, StreamingResponse
 
-from app.core.state import AppState
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.keys.limits import Reservation
+from app.state import AppState
 from app.turns.idempotency import IdempotentRequest, claim, request_fingerprint
 from app.turns.stream import TurnStream
 

@@ -16,13 +16,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.budget import TokenBudget
 from app.context.engine import apply_context_engine
+from app.context.history import HistoryWindow
+from app.context.inputs import EngineWindow
 from app.context.metadata import ArtifactOutcome, ContextBreakdown, ContextUtilization
-from app.context.tokens import REPLY_PRIMER
-from app.conversations.history import HistoryWindow
 from app.conversations.messages import ConversationMessage, attach_reasoning_steps, from_history_row
 from app.conversations.repository import conversation_repository
-from app.core.state import AppState
 from app.protocol.chat import ChatCompletionRequest
+from app.state import AppState
+from app.tokens.counter import REPLY_PRIMER
 from app.turns.owner import Ledger, Watermarks, appended
 
 __all__ = ["LoopStep", "append_loop_step", "load_loop_step"]
@@ -75,7 +76,7 @@ async def append_loop_step(
         current=window.current_tokens,
     )
     engine = await apply_context_engine(
-        state, request, tenant_id, window, budget, [], historical_turns=0
+        state, request, tenant_id, EngineWindow(window, budget, historical_turns=0)
     )
     tail = [_render(message) for message in window.current]
     await state.tokens.precount_messages(tail, model)

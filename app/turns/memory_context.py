@@ -10,11 +10,11 @@ from typing import Any, Protocol
 from app.context.assembler import AssembledContext
 from app.context.budget import TokenBudget
 from app.conversations.service import ResolvedConversation
-from app.core.state import AppState
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from app.memories.retrieval import Retrieved
 from app.protocol.chat import ChatCompletionRequest
 from app.recall.turn import RecallResult, RecallTurn, recall_for_turn
+from app.state import AppState
 from app.turns.injection import inject, insert_bundle
 from app.turns.memory_services import recall_services
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from app.compaction.compactor import CompactionJob, Compactor
 from app.compaction.llm_json import Summarizer
-from app.core.state import AppState
 from app.memories.index_refresh import IndexServices
 from app.recall.services import RecallServices
+from app.state import AppState
 
 __all__ = ["compactor", "index_services", "recall_services", "summarizer"]
 

@@ -20,11 +20,9 @@ from app.compaction.bundle import SummaryView, render_bundle
 from app.compaction.compactor import CompactionJob, CompactionReport, summary_views
 from app.compaction.repository import summary_repository
 from app.context.budget import TokenBudget
-from app.context.tokens import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
 from app.core.settings import Settings
-from app.core.state import AppState
 from app.llm.reach import helper_models
 from app.memories.memory_block import (
     MemoryRequest,
@@ -32,6 +30,8 @@ from app.memories.memory_block import (
     date_prefix_wanted,
     select_memories,
 )
+from app.state import AppState
+from app.tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
 from app.turns.after_turn import COMPACTION_DEFERRED
 from app.turns.memory_context import MemoryContext, TurnAsked
 from app.turns.memory_services import compactor, index_services

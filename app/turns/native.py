@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.core.state import AppState
 from app.llm.client import Completion, StreamHandle
 from app.llm.native_responses import native_chain, native_complete, native_stream
 from app.llm.responses_items import has_native_blocks, input_items, without_native_blocks
+from app.state import AppState
 from app.turns.context import TurnContext
-from app.turns.pipeline import Prepared
+from app.turns.prepared import Prepared
 from app.turns.remember import llm_call_with_remember, llm_stream_with_remember
 
 __all__ = ["call_upstream", "open_upstream_stream"]

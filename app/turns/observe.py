@@ -9,7 +9,7 @@ from app.core import metrics
 from app.llm.responses import Usage
 
 if TYPE_CHECKING:
-    from app.turns.pipeline import Prepared
+    from app.turns.prepared import Prepared
 
 __all__ = ["observe_chat"]
 
@@ -26,9 +26,7 @@ def observe_chat(prepared: Prepared, usage: Usage | None, cost: CostInfo, status
         full = prepared.utilization.tokens_used
     else:
         full = full_context_tokens(prepared)
-    metrics.record_chat(
-        prepared.utilization,
-        status=status,
+    figures = metrics.ChatFigures(
         prompt_tokens=usage.prompt_tokens if usage else 0,
         completion_tokens=usage.completion_tokens if usage else 0,
         prompt_cost=cost.prompt_cost,
@@ -36,3 +34,4 @@ def observe_chat(prepared: Prepared, usage: Usage | None, cost: CostInfo, status
         planning_cost=cost.planning_cost,
         full_context_tokens=full,
     )
+    metrics.record_chat(prepared.utilization, status, figures)

@@ -8,39 +8,37 @@ log, in one write transaction.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import orjson
 
 from app.context.budget import BudgetPolicy, TokenBudget, count_tools, input_budget
 from app.context.cache_hints import is_anthropic_model, provider_cache_usage
-from app.context.cache_policy import CacheState, cache_policy
+from app.context.cache_policy import cache_policy
+from app.context.history import measure_turn
 from app.context.metadata import (
     ContextUtilization,
     CostInfo,
     TokenCalibrationStats,
 )
 from app.context.seal import LOOP_CUT_NOTE
-from app.context.tokens import REPLY_PRIMER
 from app.conversations.fingerprint import content_hash
-from app.conversations.history import measure_turn
 from app.conversations.messages import ConversationMessage
-from app.conversations.service import ResolvedConversation, conversation_service
-from app.core.state import AppState
+from app.conversations.service import conversation_service
+from app.conversations.stamp import Stamp
 from app.db.models import new_id
-from app.keys.auth import Caller
 from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
 from app.protocol.chat import ChatCompletionRequest
+from app.state import AppState
+from app.tokens.calibration import sample_ratio
+from app.tokens.counter import REPLY_PRIMER
 from app.turns.after_turn import schedule_memory_work
 from app.turns.assembly import (
     Loaded,
     load_assembly,
 )
-from app.turns.calibration import sample_ratio
-from app.turns.context import RecordHook, TurnContext
+from app.turns.context import TurnContext
 from app.turns.ledger_repository import ledger_of, load_ledger, save_ledger
 from app.turns.loop_step import LoopStep, load_loop_step
 from app.turns.marks import place_marks
@@ -50,39 +48,17 @@ from app.turns.owner import (
     Watermarks,
     decide,
 )
+from app.turns.prepared import Prepared
 from app.turns.reading import attachments_key, continuation, leading_system, own_system_prompt
 from app.turns.repository import request_log_repository
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
 from app.wire.chat import ChatMessage
 
-__all__ = ["Prepared", "prepare", "record"]
+__all__ = ["prepare", "record"]
 
 _STORED_KEYS = (
     "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
 )  # fmt: skip
-
-
-@dataclass(slots=True)
-class Prepared:
-    request: ChatCompletionRequest
-    caller: Caller
-    request_id: str
-    started: float
-    messages: list[ChatMessage]  # what goes upstream
-    utilization: ContextUtilization
-    resolved: ResolvedConversation | None = None  # None: context disabled, nothing stored
-    new_messages: list[ConversationMessage] = field(default_factory=list)
-    on_record: RecordHook | None = None  # the door's part of the turn's transaction
-    cache_state: CacheState | None = None  # the cache-aware fit's state to store, if it moved
-    prompt_hash: str | None = None  # of what goes upstream, stored with the answer (seal.py)
-    # The door's provider headers (TurnContext.upstream_headers), for every upstream call.
-    upstream_headers: Mapping[str, str] = field(default_factory=dict)
-    # The prompt as sent (marks aside), stored with the answer as the owner's ledger.
-    prompt: PromptRecord | None = None
-
-    @property
-    def conversation_id(self) -> str | None:
-        return self.resolved.conversation_id if self.resolved else None
 
 
 def _budget_policy(state: AppState) -> BudgetPolicy:
@@ -326,10 +302,12 @@ async def record(
                 prepared.caller.tenant_id,
                 resolved,
                 [*prepared.new_messages, answer],
-                model=request.model,
-                request_id=prepared.request_id,
-                prompt_tokens=usage.prompt_tokens if usage else None,
-                cache_state=prepared.cache_state,
+                Stamp(
+                    request.model,
+                    request_id=prepared.request_id,
+                    prompt_tokens=usage.prompt_tokens if usage else None,
+                    cache_state=prepared.cache_state,
+                ),
             )
             if prepared.prompt is not None and prepared.prompt_hash is not None:
                 await save_ledger(

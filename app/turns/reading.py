@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 
 from app.context.budget import TokenBudget
-from app.context.tokens import REPLY_PRIMER
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
-from app.core.state import AppState
 from app.protocol.chat import ChatCompletionRequest
+from app.state import AppState
+from app.tokens.counter import REPLY_PRIMER
 from app.turns.context import TurnContext
 from app.turns.owner import Continuation, Ledger
 

@@ -21,19 +21,19 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
-from app.core.state import AppState
 from app.llm.client import Completion, StreamHandle
 from app.llm.pricing import add_usage
 from app.llm.responses import Usage
 from app.memories.index_refresh import refresh_soon
 from app.memories.schemas import MEMORY_TYPES, MemoryType
 from app.memories.service import NewMemory, memory_service
+from app.state import AppState
 from app.turns.memory_services import index_services
 from app.wire.chat import AssistantContent, ChatMessage, ChatUsage, ToolCall
 from app.wire.stream import ChatChunk, ChunkChoice, Delta, ToolCallDelta
 
 if TYPE_CHECKING:
-    from app.turns.pipeline import Prepared
+    from app.turns.prepared import Prepared
 
 __all__ = [
     "REMEMBER_TOOL",

@@ -9,11 +9,12 @@ from typing import TypedDict
 from app.context.cache_hints import provider_cache_cost
 from app.context.metadata import CostInfo
 from app.core.errors import ContextGateError
-from app.core.state import AppState
 from app.llm.responses import Usage
+from app.state import AppState
 from app.turns.context import TurnContext
 from app.turns.native import call_upstream
-from app.turns.pipeline import Prepared, answer_message, costs, prepare, record
+from app.turns.pipeline import answer_message, costs, prepare, record
+from app.turns.prepared import Prepared
 from app.wire.chat import ChatCompletion, ChatMessage
 from app.wire.json import JSONObject
 

@@ -12,17 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.context.assembler import AssembledContext
+from app.context.assembler import AssembledContext, seal_assembled
 from app.context.budget import TokenBudget
 from app.context.cache_fit import annotate as annotate_cache
-from app.context.cache_policy import CachePolicy, CacheState
+from app.context.cache_policy import CachePolicy
+from app.context.history import TurnShape
 from app.context.metadata import ArtifactOutcome, ContextUtilization
-from app.context.seal import chain_hash, seal_assembled
-from app.context.tokens import REPLY_PRIMER
-from app.conversations.history import TurnShape
+from app.context.seal import chain_hash
+from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
-from app.core.state import AppState
+from app.state import AppState
+from app.tokens.counter import REPLY_PRIMER
 from app.turns.artifact_ledger import complete_artifacts
 from app.turns.assembly import (
     Loaded,

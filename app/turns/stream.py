@@ -15,14 +15,15 @@ from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from app.core.errors import ContextGateError
-from app.core.state import AppState
 from app.llm.client import StreamHandle
 from app.llm.errors import map_upstream_error
 from app.llm.responses import usage_of
+from app.state import AppState
 from app.turns.accumulate import StreamAccumulator
 from app.turns.context import TurnContext
 from app.turns.native import open_upstream_stream
-from app.turns.pipeline import Prepared, answer_message, prepare, record
+from app.turns.pipeline import answer_message, prepare, record
+from app.turns.prepared import Prepared
 from app.turns.service import TurnResult, record_failure, turn_cost
 from app.wire.stream import ChatChunk
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi import Request
 
-from app.core.state import AppState
+from app.core.deps import Storage
 from app.core.timestamps import as_utc
 from app.db.models import UiSession
 from app.ui.repository import ui_session_repository as repository
@@ -26,7 +26,7 @@ __all__ = ["COOKIE", "close_session", "is_authorized", "key_matches", "open_sess
 COOKIE = "contextgate_ui"
 
 
-def _fingerprint(state: AppState) -> str:
+def _fingerprint(state: Storage) -> str:
     master = state.settings.master_key
     assert master is not None
     return hmac.new(
@@ -38,7 +38,7 @@ def _session_id(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def key_matches(state: AppState, presented: str | None) -> bool:
+def key_matches(state: Storage, presented: str | None) -> bool:
     master = state.settings.master_key
     if master is None:
         return True
@@ -47,7 +47,7 @@ def key_matches(state: AppState, presented: str | None) -> bool:
     return hmac.compare_digest(presented.encode(), master.get_secret_value().encode())
 
 
-async def open_session(state: AppState) -> str:
+async def open_session(state: Storage) -> str:
     """A new session for the master key holder; returns the cookie's token."""
     token = secrets.token_urlsafe(32)
     now = datetime.now(UTC)
@@ -65,13 +65,13 @@ async def open_session(state: AppState) -> str:
     return token
 
 
-async def close_session(state: AppState, token: str | None) -> None:
+async def close_session(state: Storage, token: str | None) -> None:
     if token:
         async with state.database.writing() as session:
             await repository.delete(session, _session_id(token))
 
 
-async def _session_valid(state: AppState, token: str) -> bool:
+async def _session_valid(state: Storage, token: str) -> bool:
     async with state.database.reading() as session:
         row = await repository.get(session, _session_id(token))
     return (
@@ -81,7 +81,7 @@ async def _session_valid(state: AppState, token: str) -> bool:
     )
 
 
-async def is_authorized(request: Request, state: AppState) -> bool | None:
+async def is_authorized(request: Request, state: Storage) -> bool | None:
     """True: may look; False: no credentials; None: a wrong Bearer key (a failed attempt)."""
     if state.settings.master_key is None:
         return True

@@ -11,12 +11,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from app.core.deps import StateDep
 from app.core.errors import NotFound, RateLimited
-from app.core.state import AppState
 from app.inspect.service import InspectService
 from app.inspect.views import PARTS
 from app.keys.auth import client_address
+from app.state import AppState, StateDep
 from app.ui.auth import COOKIE, close_session, is_authorized, key_matches, open_session
 
 __all__ = ["install_ui", "router"]

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from app.core.settings import Settings
-from app.keys.auth import Caller
+from app.keys.caller import Caller
 from tests.attachments.pdf import text_pdf
 
 

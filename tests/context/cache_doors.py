@@ -16,7 +16,7 @@ import anthropic
 import openai
 import orjson
 
-from app.context.tokens import TokenCounter
+from app.tokens.counter import TokenCounter
 from tests.fake_upstream import FakeUpstream
 
 MODEL = "fake-model"  # not a helper model: the upstream's prompts for it are the loop's only

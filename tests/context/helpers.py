@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.context.artifacts import Artifact, ArtifactType
-from app.context.tokens import TokenCounter
+from app.tokens.counter import TokenCounter
 
 COUNTER = TokenCounter()
 MODEL = "gpt-4o-mini"

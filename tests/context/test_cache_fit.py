@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.context.cache_fit import CacheFit, cache_fit
-from app.context.cache_policy import CachePolicy, CacheState
+from app.context.cache_fit import CacheFit, CacheInput, cache_fit
+from app.context.cache_policy import CachePolicy
+from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
 
 SYSTEM = 100  # tokens of the system prompt + reply primer: the fixed part besides the turn
@@ -48,14 +49,12 @@ class Loop:
         current = 30
         return cache_fit(
             self.messages,
-            state=state,
-            region_first=0,
-            end_sequence=len(self.messages),
+            CacheInput(
+                policy, state, region_first=0, current_first=len(self.messages), count=count
+            ),
             budget=budget,
             fixed=SYSTEM + current,
             newer_tool_results=0,
-            policy=policy,
-            count=count,
         )
 
 
@@ -192,14 +191,10 @@ def test_a_stored_state_is_respected_and_a_compaction_boundary_overrides_it() ->
     assert fit.kept[0].sequence_number == 8
     moved = cache_fit(
         loop.messages,
-        state=state,
-        region_first=12,
-        end_sequence=len(loop.messages),
+        CacheInput(policy, state, region_first=12, current_first=len(loop.messages), count=count),
         budget=100_000,
         fixed=SYSTEM,
         newer_tool_results=0,
-        policy=policy,
-        count=count,
     )
     assert moved.kept[0].sequence_number == 12
 
@@ -207,19 +202,16 @@ def test_a_stored_state_is_respected_and_a_compaction_boundary_overrides_it() ->
 def _fit_with_blocks(
     loop: Loop, state: CacheState, budget: int, blocks: dict[int, int], compacted: int = 0
 ) -> CacheFit:
-    return cache_fit(
-        loop.messages,
-        state=state,
+    cache = CacheInput(
+        CachePolicy(),
+        state,
         region_first=compacted,
-        end_sequence=len(loop.messages),
-        budget=budget,
-        fixed=SYSTEM + 30,
-        newer_tool_results=0,
-        policy=CachePolicy(),
+        current_first=len(loop.messages),
         count=count,
         blocks=blocks,
         compacted_sequence=compacted,
     )
+    return cache_fit(loop.messages, cache, budget=budget, fixed=SYSTEM + 30, newer_tool_results=0)
 
 
 def test_frozen_blocks_count_from_the_floor_and_a_rebase_moves_it_to_the_current_turn() -> None:

@@ -7,10 +7,10 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.cache.summary import CachedSummary
 from app.context.artifacts import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
-from app.context.executor import ExecutionLimits, execute_plan
+from app.context.executor import ExecutionLimits, Processors, execute_plan
 from app.context.render import render_piece
+from app.summary_cache.summary import CachedSummary
 from tests.context.helpers import artifact, count, truncate
 
 WORDS = ["alpha", "beta", "gamma", "delta", "revenue", "river", "storm", "castle", "quartz"]
@@ -62,10 +62,12 @@ def test_execution_never_exceeds_the_budget(
             plan,
             room=room,
             question="revenue storm",
-            count=count,
-            truncate=truncate,
-            summarize=_long_summary,
-            limits=ExecutionLimits(max_summaries=2, concurrency=2),
+            tools=Processors(
+                count,
+                truncate,
+                _long_summary,
+                limits=ExecutionLimits(max_summaries=2, concurrency=2),
+            ),
         )
     )
     assert sorted(o.artifact.id for o in result.outcomes) == sorted(a.id for a in artifacts)
@@ -94,7 +96,7 @@ async def test_degrades_lowest_priorities_first() -> None:
     )
     room = high.tokens + 150
     result = await execute_plan(
-        [low, high], plan, room=room, question="revenue", count=count, truncate=truncate
+        [low, high], plan, room=room, question="revenue", tools=Processors(count, truncate)
     )
     by_id = {o.artifact.id: o for o in result.outcomes}
     assert by_id["high"].strategy == ProcessingStrategy.INCLUDE_FULL
@@ -128,10 +130,9 @@ async def test_summaries_run_concurrently_within_the_cap() -> None:
         plan,
         room=5000,
         question="storm",
-        count=count,
-        truncate=truncate,
-        summarize=summarize,
-        limits=ExecutionLimits(max_summaries=3, concurrency=2),
+        tools=Processors(
+            count, truncate, summarize, limits=ExecutionLimits(max_summaries=3, concurrency=2)
+        ),
     )
     assert calls == 3
     assert peak == 2
@@ -151,7 +152,7 @@ async def test_failing_summarizer_falls_back_to_extraction() -> None:
         artifacts=[ArtifactDecision(artifact_id="d", strategy=ProcessingStrategy.SUMMARIZE)]
     )
     result = await execute_plan(
-        [doc], plan, room=400, question="storm", count=count, truncate=truncate, summarize=broken
+        [doc], plan, room=400, question="storm", tools=Processors(count, truncate, broken)
     )
     assert result.outcomes[0].strategy == ProcessingStrategy.RAG_EXTRACT
     assert result.outcomes[0].text

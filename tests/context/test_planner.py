@@ -7,7 +7,7 @@ import pytest
 
 from app.context.artifacts import ArtifactPlan, ProcessingStrategy
 from app.context.deterministic import deterministic_plan
-from app.context.executor import execute_plan
+from app.context.executor import Processors, execute_plan
 from app.context.planner import (
     PlanError,
     build_planner_messages,
@@ -84,7 +84,7 @@ async def test_an_over_budget_plan_is_enforced_in_code() -> None:
     plan, _ = validate_plan(raw, ARTIFACTS, FALLBACK)
     room = 200
     result = await execute_plan(
-        ARTIFACTS, plan, room=room, question="revenue", count=count, truncate=truncate
+        ARTIFACTS, plan, room=room, question="revenue", tools=Processors(count, truncate)
     )
     assert result.tokens <= room
     assert {o.strategy for o in result.outcomes} != {ProcessingStrategy.INCLUDE_FULL}

@@ -6,7 +6,7 @@ import re
 
 from app.context.artifacts import ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from app.context.deterministic import deterministic_plan
-from app.context.executor import execute_plan
+from app.context.executor import Processors, execute_plan
 from app.context.ranking import bm25_scores, chunk_text, rank_chunks
 from tests.context.helpers import artifact, count, truncate
 
@@ -56,7 +56,9 @@ async def test_rag_extract_keeps_the_answer_in_document_order() -> None:
             )
         ]
     )
-    result = await execute_plan([doc], plan, room=120, question="?", count=count, truncate=truncate)
+    result = await execute_plan(
+        [doc], plan, room=120, question="?", tools=Processors(count, truncate)
+    )
     text = result.outcomes[0].text
     assert "4471" in text
     assert text.index("4471") < text.index("1999")

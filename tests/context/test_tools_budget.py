@@ -12,9 +12,9 @@ import pytest
 
 from app.context.budget import TokenBudget, count_tools
 from app.context.cache_policy import cache_policy
-from app.context.tokens import REPLY_PRIMER, TokenCounter
 from app.core.settings import Settings
 from app.protocol.chat import CacheOptions
+from app.tokens.counter import REPLY_PRIMER, TokenCounter
 from bench.agent_loop import Run
 from tests.fake_upstream import FakeUpstream
 

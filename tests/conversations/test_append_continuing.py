@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from app.conversations.service import HeadMoved, conversation_service
+from app.conversations.stamp import Stamp
 from app.core.database import Database, create_database
 from app.db.models import Conversation, new_id
 from tests.support.conversations import MODEL, TENANT, TURN, append, message
@@ -35,8 +36,7 @@ async def _continue(db: Database, known: Conversation, text: str) -> None:
             TENANT,
             known,
             [message("user", text), message("assistant", f"Echo: {text}")],
-            model=MODEL,
-            prompt_tokens=42,
+            Stamp(MODEL, prompt_tokens=42),
         )
 
 
@@ -93,7 +93,7 @@ async def _continue_at(db: Database, known: Conversation, text: str) -> str:
             TENANT,
             known,
             [message("user", text), message("assistant", f"Echo: {text}")],
-            model=MODEL,
+            Stamp(MODEL),
             at=known.message_count,
         )
 

@@ -10,19 +10,19 @@ from typing import Any
 import pytest
 
 from app.context.budget import TokenBudget
-from app.context.tokens import TokenCounter
-from app.conversations.history import load_history_window, measure_turn
-from app.conversations.items_service import items_service
+from app.context.history import WindowSpec, load_history_window, measure_turn
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import conversation_service
 from app.core.database import Database, create_database
 from app.core.errors import BadRequest, NotFound
+from app.responses.conversations.items_service import items_service
 from app.responses.references import (
     record_output_items,
     resolve_references,
     resolve_request,
 )
 from app.responses.schemas import ItemReference, MessageItem, ResponsesRequest
+from app.tokens.counter import TokenCounter
 from tests.support.conversations import OTHER, TENANT
 
 MODEL = "gpt-4o-mini"
@@ -72,7 +72,7 @@ async def test_items_are_stored_once_and_deleted_ones_are_kept_out_of_the_histor
         shape = measure_turn(resolved, new)
         budget = TokenBudget(10_000, system=shape.system_tokens, current=shape.current_tokens)
         window = await load_history_window(
-            session, resolved, new, shape=shape, budget=budget, chunk_tokens=16
+            session, resolved, new, WindowSpec(shape=shape, budget=budget, chunk_tokens=16)
         )
         sent = [m.content for m in window.system + window.history + window.current]
         assert sent == ["hi", "bye", "next"]

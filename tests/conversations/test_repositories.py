@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from app.context.budget import TokenBudget
+from app.context.history import WindowSpec, load_history_window, measure_turn
 from app.conversations.fingerprint import chain_hashes, content_hash
-from app.conversations.history import load_history_window, measure_turn
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository as repository
 from app.conversations.service import ResolvedConversation, conversation_service
@@ -113,7 +113,7 @@ async def test_context_messages_loads_the_system_prompt_and_the_tail_only(db: Da
         shape = measure_turn(resolved, new)
         budget = TokenBudget(120, system=shape.system_tokens, current=shape.current_tokens)
         window = await load_history_window(
-            session, resolved, new, shape=shape, budget=budget, chunk_tokens=16
+            session, resolved, new, WindowSpec(shape=shape, budget=budget, chunk_tokens=16)
         )
     assert [m.role for m in window.system] == ["system"]
     assert window.current[-1].content == "the newest question"

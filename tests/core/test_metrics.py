@@ -105,9 +105,7 @@ def test_record_chat_counts_planning_cache_compaction_and_fallbacks() -> None:
         notes=["planner failed: invalid JSON; deterministic plan used"],
     )
     before = parse(generate_latest().decode())
-    metrics.record_chat(
-        utilization,
-        status="ok",
+    figures = metrics.ChatFigures(
         prompt_tokens=180,
         completion_tokens=7,
         prompt_cost=0.25,
@@ -115,6 +113,7 @@ def test_record_chat_counts_planning_cache_compaction_and_fallbacks() -> None:
         planning_cost=0.125,
         full_context_tokens=1130,
     )
+    metrics.record_chat(utilization, "ok", figures)
     after = parse(generate_latest().decode())
 
     def delta(name: str, **labels: str) -> float:

@@ -13,7 +13,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.cli import alembic_config
+from app.commands.migrations import alembic_config
 from app.db.models import Base
 
 CORE_TABLES = {"conversations", "messages", "request_logs"}

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from app.context.tokens import TokenCounter
+from app.tokens.counter import TokenCounter
 
 CREATED = 1_700_000_000  # fixed so that every answer is byte-for-byte reproducible
 FINGERPRINT = "fp_fake"

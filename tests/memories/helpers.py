@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import orjson
 
-from app.core.state import AppState
+from app.state import AppState
 
 SUMMARY = orjson.dumps(
     {

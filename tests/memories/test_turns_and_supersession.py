@@ -10,6 +10,7 @@ from app.compaction.repository import summary_repository
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository
 from app.conversations.service import conversation_service
+from app.conversations.stamp import Stamp
 from app.core.database import Database, create_database
 from app.memories.repository import memory_repository
 from app.memories.service import NewMemory, memory_service
@@ -42,7 +43,7 @@ async def test_a_user_message_starts_a_turn_and_late_tool_results_keep_their_cal
     ]
     for batch in batches:
         async with db.writing() as session:
-            await conversation_service.append(session, "t1", "conv_turns", batch, model="m")
+            await conversation_service.append(session, "t1", "conv_turns", batch, Stamp("m"))
     async with db.reading() as session:
         rows = await conversation_repository.all_messages(session, "conv_turns")
         conversation = await summary_repository.conversation(session, "t1", "conv_turns")

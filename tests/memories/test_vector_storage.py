@@ -18,15 +18,15 @@ from alembic import command
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
-from app.cli import alembic_config
+from app.commands.migrations import alembic_config
 from app.core.settings import Settings
-from app.core.state import AppState
 from app.db.models import Memory, utcnow
 from app.embedders.embedded import WORDLLAMA_NAME
 from app.embedders.embedder import decode_vector, encode_vector
 from app.memories.memory_index import UserIndex
 from app.memories.repository import memory_repository
 from app.memories.retrieval import RetrievalQuery, retrieve
+from app.state import AppState
 from app.turns.memory_services import index_services
 from tests.memories.helpers import app_state, drain
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app.context.cache_policy import CacheState, cache_policy
+from app.context.cache_policy import cache_policy
+from app.conversations.cache_state import CacheState
 from app.core.settings import Settings
 from app.messages.context_editing import (
     ContextManagement,

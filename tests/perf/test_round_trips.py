@@ -18,6 +18,7 @@ from sqlalchemy import event
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import ConversationRepository
 from app.conversations.service import conversation_service
+from app.conversations.stamp import Stamp
 from app.core.settings import Settings
 from app.main import create_app
 from tests.fake_upstream import FakeUpstream
@@ -40,7 +41,7 @@ async def _seed(state: Any, count: int, repeat: int = 8) -> str:
         )
     async with state.database.writing() as session:
         await conversation_service.append(
-            session, TENANT, conversation_id, messages, model="fake-model"
+            session, TENANT, conversation_id, messages, Stamp("fake-model")
         )
     return conversation_id
 

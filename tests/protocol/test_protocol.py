@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from app.context.headers import HEADER_PREFIX, context_headers
 from app.context.metadata import CacheStats, ContextUtilization, CostInfo
 from app.protocol.bounds import MAX_EXTRA_BYTES, MAX_USER_CHARS, Metadata, check_extra_size
 from app.protocol.chat import ChatCompletionRequest
 from app.protocol.goal import ContextGoal
-from app.protocol.headers import HEADER_PREFIX, context_headers
 
 USER = {"role": "user", "content": "hi"}
 

@@ -14,9 +14,10 @@ import httpx
 import pytest
 
 from app.conversations.service import conversation_service
+from app.conversations.stamp import Stamp
 from app.core.database import create_database
 from app.core.settings import Settings
-from app.keys.auth import DEFAULT_TENANT
+from app.keys.caller import DEFAULT_TENANT
 from app.responses.service import response_service
 from tests.fake_upstream import FakeUpstream
 from tests.support.conversations import message
@@ -132,7 +133,7 @@ async def test_an_end_taken_between_the_look_and_the_read_is_branched_from(
         start = await decide(*args, **kwargs)
         turn = [message("user", "sneaky"), message("assistant", "ok")]
         async with database.writing() as session:  # the other replica's turn, stored now
-            await conversation_service.append(session, DEFAULT_TENANT, line, turn, model=MODEL)
+            await conversation_service.append(session, DEFAULT_TENANT, line, turn, Stamp(MODEL))
         return start
 
     monkeypatch.setattr(response_service, "start_from", racing)

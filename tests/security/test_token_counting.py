@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-import app.context.tokens as tokens_module
-from app.context.tokens import LARGE_TEXT_CHARS, TokenCounter
+import app.tokens.counter as tokens_module
 from app.core.settings import Settings
+from app.tokens.counter import LARGE_TEXT_CHARS, TokenCounter
 from tests.fake_upstream import FakeUpstream
 from tests.support.proxy import ContextgateServer
 

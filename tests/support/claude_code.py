@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from app.context.tokens import TokenCounter
+from app.tokens.counter import TokenCounter
 
 __all__ = ["FINAL", "SMALL_UPSTREAM", "UPSTREAM", "read_script", "run_claude", "write_files"]
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.context.tokens import TokenCounter
 from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import conversation_service
+from app.conversations.stamp import Stamp
 from app.core.database import Database
 from app.db.models import Conversation
+from app.tokens.counter import TokenCounter
 
 __all__ = ["MODEL", "OTHER", "TENANT", "TURN", "append", "message"]
 
@@ -34,7 +35,7 @@ async def append(
 ) -> Conversation:
     async with db.writing() as session:
         return await conversation_service.append(
-            session, tenant, conversation_id, messages, model=MODEL
+            session, tenant, conversation_id, messages, Stamp(MODEL)
         )
 
 

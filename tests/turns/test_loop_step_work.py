@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-import app.context.tokens as tokens_module
+import app.tokens.counter as tokens_module
 from tests.fake_upstream import FakeUpstream
 
 MODEL = "fake-model"

@@ -62,7 +62,6 @@ class Conversation(Base):
     cache_prefix_floor: Mapped[int] = mapped_column(default=0, server_default="0")
 
     messages: Mapped[list[Message]] = relationship(
-        back_populates="conversation",
         cascade="all, delete-orphan",
         passive_deletes=True,
         order_by="Message.sequence_number",

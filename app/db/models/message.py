@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.models.base import Base, utcnow
-
-if TYPE_CHECKING:
-    from app.db.models.conversation import Conversation
 
 __all__ = ["Message"]
 
@@ -52,5 +49,3 @@ class Message(Base):
     status: Mapped[str] = mapped_column(String(16), default="complete")
     request_id: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-    conversation: Mapped[Conversation] = relationship(back_populates="messages", lazy="raise")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.cache.backends import CacheBackend, InProcessBackend, RedisBackend
-from app.cache.summary import SummaryCache
 from app.core.settings import Settings
+from app.summary_cache.backends import CacheBackend, InProcessBackend, RedisBackend
+from app.summary_cache.summary import SummaryCache
 
 __all__ = ["build_summary_cache"]
 

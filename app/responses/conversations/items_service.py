@@ -1,7 +1,7 @@
 """The Conversations API on contextgate's conversations: create one with items and metadata,
 update its metadata, list / add / retrieve / delete its items.
 
-Items are the stored messages in Responses item shapes (app/conversations/items.py). Added
+Items are the stored messages in Responses item shapes (app/responses/conversations/items.py). Added
 items are stored as messages, as a turn's would be, so the conversation's history (and every
 later turn on it) holds them. Deleting an item does not erase it (principle 2: nothing is
 silently dropped): its stored message is marked ``deleted``, which takes it out of the item
@@ -16,27 +16,33 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.context.tokens import TokenCounter
 from app.conversations.fingerprint import content_hash
-from app.conversations.items import DELETED, StoredItem, message_items
 from app.conversations.items_repository import items_repository
 from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository
 from app.conversations.service import conversation_service
+from app.conversations.stamp import Stamp
 from app.core.errors import BadRequest, NotFound
 from app.db.models import Conversation, new_id, utcnow
 from app.protocol.chat import ChatCompletionRequest
+from app.responses.conversations.items import DELETED, StoredItem, message_items
 from app.responses.references import resolve_references
 from app.responses.schemas import ResponsesRequest
 from app.responses.translate import chat_messages
+from app.tokens.counter import TokenCounter
 
 __all__ = ["ItemsService", "items_service"]
 
 # What a stored message keeps of a chat message (as the turn pipeline stores it).
 _STORED_KEYS = {
-    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
     "thinking_blocks",
-}  # fmt: skip
+}
 
 
 class ItemsService:
@@ -200,7 +206,7 @@ class ItemsService:
         """Store the messages at the end; the sequence number of the first one."""
         first, model = conversation.message_count, conversation.model
         stored = await conversation_service.append(
-            session, tenant_id, conversation.id, messages, model=model or ""
+            session, tenant_id, conversation.id, messages, Stamp(model or "")
         )
         stored.model = model  # adding items answers nothing: the model stays what it was
         if stored.title is None:

@@ -12,17 +12,13 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.context.budget import TokenBudget
-from app.context.cache_policy import CacheState
 from app.context.fit import history_cut
-from app.conversations.messages import (
-    ConversationMessage,
-    attach_reasoning_steps,
-    from_history_row,
-)
-from app.conversations.repository import conversation_repository as repository
+from app.conversations.cache_state import CacheState
+from app.conversations.messages import ConversationMessage, attach_reasoning_steps
 from app.conversations.service import ResolvedConversation
+from app.conversations.tail import stored_tail
 
-__all__ = ["HistoryWindow", "TurnShape", "load_history_window", "measure_turn"]
+__all__ = ["HistoryWindow", "TurnShape", "WindowSpec", "load_history_window", "measure_turn"]
 
 _SYSTEM_ROLES = ("system", "developer")
 
@@ -114,20 +110,9 @@ def measure_turn(resolved: ResolvedConversation, new: list[ConversationMessage])
     )
 
 
-async def load_history_window(
-    session: AsyncSession | None,
-    resolved: ResolvedConversation,
-    new: list[ConversationMessage],
-    *,
-    shape: TurnShape,
-    budget: TokenBudget,
-    chunk_tokens: int,
-    boundary_tokens: int = 0,
-    boundary_sequence: int = 0,
-    artifact_turns: int = 0,
-    cache_state: CacheState | None = None,
-) -> HistoryWindow:
-    """Split stored + new messages into system prompt, history candidates and current turn.
+@dataclass(frozen=True, slots=True)
+class WindowSpec:
+    """What a request's window is loaded with.
 
     ``shape`` is ``measure_turn``'s; history gets at most ``budget.history_room``, and messages
     before the cut that room implies are never loaded. ``boundary_tokens``/
@@ -138,23 +123,43 @@ async def load_history_window(
     fit's stored cut; history is loaded from it on, whole (the previous prompt fitted from
     there, so this is bounded by the budget plus what its placeholders save).
     """
+
+    shape: TurnShape
+    budget: TokenBudget
+    chunk_tokens: int
+    boundary_tokens: int = 0
+    boundary_sequence: int = 0
+    artifact_turns: int = 0
+    cache_state: CacheState | None = None
+
+
+async def load_history_window(
+    session: AsyncSession | None,
+    resolved: ResolvedConversation,
+    new: list[ConversationMessage],
+    spec: WindowSpec,
+) -> HistoryWindow:
+    """Split stored + new messages into system prompt, history candidates and current turn
+    (see ``WindowSpec``)."""
     conversation = resolved.conversation
     stored_count = conversation.message_count if conversation else 0
+    shape, cache_state = spec.shape, spec.cache_state
     system_count, system_tokens = shape.system_count, shape.system_tokens
     current_seq, current_start = shape.current_seq, shape.current_start
 
-    room = budget.history_room
-    region_start = max(system_tokens, min(boundary_tokens, current_start))
-    region_first = max(system_count, min(boundary_sequence, current_seq))
+    room = spec.budget.history_room
+    region_start = max(system_tokens, min(spec.boundary_tokens, current_start))
+    region_first = max(system_count, min(spec.boundary_sequence, current_seq))
     if cache_state is not None:
         cut = max(region_start, min(cache_state.cut_tokens, current_start))
     else:
-        cut = history_cut(region_start, current_start, room, chunk_tokens)
+        cut = history_cut(region_start, current_start, room, spec.chunk_tokens)
 
     loaded: list[ConversationMessage] = []
     if session is not None and conversation is not None and stored_count:
-        min_turn = conversation.turn_count - artifact_turns + 1 if artifact_turns > 0 else None
-        rows = await repository.context_messages(
+        turns = spec.artifact_turns
+        min_turn = conversation.turn_count - turns + 1 if turns > 0 else None
+        loaded = await stored_tail(
             session,
             conversation.id,
             system_count=system_count,
@@ -162,8 +167,6 @@ async def load_history_window(
             min_turn=min_turn,
             first_sequence=region_first,
         )
-        # A message deleted through the Conversations API is kept, never sent again.
-        loaded = [from_history_row(row) for row in rows if row.status != "deleted"]
 
     window = HistoryWindow(
         region_start=region_start,

@@ -12,9 +12,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from app.context.tokens import warm_encodings
-from app.core.state import AppState
 from app.embedders.embedded import EmbeddedEmbedder
+from app.state import AppState
+from app.tokens.counter import warm_encodings
 
 __all__ = ["start_warm_up"]
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from app.cache.backends import CacheBackend
+from app.summary_cache.backends import CacheBackend
 
 __all__ = ["SUMMARY_PROMPT_VERSION", "CachedSummary", "SummaryCache", "summary_key"]
 

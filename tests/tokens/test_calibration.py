@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from app.core.database import create_database
-from app.turns.calibration import (
+from app.tokens.calibration import (
     MIN_SAMPLE_TOKENS,
     Calibration,
     TokenCalibration,

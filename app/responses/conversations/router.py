@@ -1,6 +1,6 @@
 """The caller's conversations: list them (contextgate's), and OpenAI's Conversations API on
 them: create (with items and metadata), retrieve (with every stored message and summary),
-update the metadata, delete. Items: app/conversations/items_router.py."""
+update the metadata, delete. Items: app/responses/conversations/items_router.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from fastapi import APIRouter, Query
 
 from app.compaction.repository import summary_repository
 from app.compaction.schemas import SummaryOut
-from app.conversations.items_service import items_service
 from app.conversations.repository import conversation_repository
-from app.conversations.schemas import (
+from app.conversations.service import conversation_service
+from app.core.errors import BadRequest
+from app.keys.auth import CallerDep
+from app.responses.conversations.items_service import items_service
+from app.responses.conversations.schemas import (
     ConversationCreate,
     ConversationDeleted,
     ConversationDetail,
@@ -21,9 +24,7 @@ from app.conversations.schemas import (
     ConversationUpdate,
     StoredMessage,
 )
-from app.conversations.service import conversation_service
-from app.core.deps import CallerDep, StateDep
-from app.core.errors import BadRequest
+from app.state import StateDep
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from app.cache.backends import InProcessBackend, RedisBackend
-from app.cache.summary import SummaryCache, summary_key
+from app.summary_cache.backends import InProcessBackend, RedisBackend
+from app.summary_cache.summary import SummaryCache, summary_key
 from tests.support.proxy import free_port
 
 

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, cast
 
-from app.context.tokens import text_of
 from app.db.models import Message
 from app.responses.output import function_call_item, message_item, reasoning_item
+from app.tokens.counter import text_of
 from app.wire.chat import ThinkingBlockParam, ToolCall
 from app.wire.responses import (
     FunctionCallOutputItem,

@@ -1,15 +1,18 @@
-"""The application's long-lived parts, built once at start-up (``app.main.build_state``) and
-read by dependencies (``app.core.deps``). Nothing long-lived is read from ``app.state`` by
-``getattr`` or built lazily on first use."""
+"""The application's long-lived parts, built once at start-up (``app.main.build_state``).
+
+It sits above every package whose services it holds: the doors and the turn pipeline take it
+whole, the packages below it declare the few services they use as a ``Protocol`` (``Storage``,
+``Gate``, ``EngineServices``…) that ``AppState`` fulfils (checked by mypy at the bottom of this
+file). Nothing long-lived is read from ``app.state`` by ``getattr`` or built lazily on first use."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from app.core.database import Database
 from app.core.settings import Settings
@@ -19,20 +22,20 @@ if TYPE_CHECKING:
     # importing litellm (seconds of CPU) to open a database.
     from redis.asyncio import Redis
 
-    from app.cache.summary import SummaryCache
-    from app.context.tokens import TokenCounter
     from app.conversations.claims import HeadClaims
     from app.embedders.embedder import Embedder
-    from app.keys.auth import Caller
+    from app.keys.caller import Caller
     from app.keys.limits import KeyLimits
     from app.keys.service import KeyService
     from app.keys.throttle import AuthThrottle
     from app.llm.client import LLMClient
     from app.llm.reach import HelperModels
     from app.memories.runtime import MemoryRuntime
-    from app.turns.calibration import TokenCalibration
+    from app.summary_cache.summary import SummaryCache
+    from app.tokens.calibration import TokenCalibration
+    from app.tokens.counter import TokenCounter
 
-__all__ = ["AppState", "get_state"]
+__all__ = ["AppState", "StateDep", "get_state"]
 
 
 @dataclass(slots=True)
@@ -49,7 +52,7 @@ class AppState:
     memory: MemoryRuntime
     # Conversation ends that turns of this process continue (Responses' previous_response_id).
     continuations: HeadClaims
-    # Per model, the provider's tokens per contextgate token (app/turns/calibration.py).
+    # Per model, the provider's tokens per contextgate token (app/tokens/calibration.py).
     calibration: TokenCalibration
     # Virtual keys: issue, list, revoke, resolve (None without CONTEXTGATE_MASTER_KEY).
     keys: KeyService | None = None
@@ -72,3 +75,21 @@ async def get_state(request: Request) -> AppState:
     its thread pool, a thread hand-off on every request for an attribute lookup."""
     state: AppState = request.app.state.contextgate
     return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+if TYPE_CHECKING:
+    from app.context.inputs import EngineServices
+    from app.core.deps import Storage
+    from app.keys.auth import Gate
+    from app.llm.reach import HelperSource
+    from app.memories.deps import MemoryParts
+
+    def _fulfils(
+        state: AppState,
+    ) -> tuple[Storage, Gate, EngineServices, HelperSource, MemoryParts]:
+        """The services the packages below ask for, by ``Protocol``: mypy checks here that
+        the state has every one of them, with the same types."""
+        return state, state, state, state, state

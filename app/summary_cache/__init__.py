@@ -1,7 +1,7 @@
 """The summary cache and its backends (in-process LRU, Redis)."""
 
-from app.cache.backends import CacheBackend, InProcessBackend, RedisBackend
-from app.cache.summary import CachedSummary, SummaryCache, summary_key
+from app.summary_cache.backends import CacheBackend, InProcessBackend, RedisBackend
+from app.summary_cache.summary import CachedSummary, SummaryCache, summary_key
 
 __all__ = [
     "CacheBackend",

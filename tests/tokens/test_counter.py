@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.context.tokens import MESSAGE_OVERHEAD, REPLY_PRIMER, TokenCounter, text_of
 from app.core.offline import bundled_tiktoken_dir
+from app.tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMER, TokenCounter, text_of
 
 counter = TokenCounter()
 
@@ -27,7 +27,7 @@ def test_counting_in_a_fresh_process_needs_no_network(tmp_path: Path) -> None:
     )
     script = (
         "import app\n"
-        "from app.context.tokens import TokenCounter\n"
+        "from app.tokens.counter import TokenCounter\n"
         "c = TokenCounter()\n"
         "print(c.count_text('hello world', 'gpt-4o'), c.count_text('hello world', 'llama3'))\n"
     )

@@ -1,18 +1,21 @@
 """OpenAI's Conversations API items on the caller's conversations: list, create, retrieve,
-delete (``/v1/conversations/{id}/items``). Shapes: Responses items (app/conversations/items.py)."""
+delete (``/v1/conversations/{id}/items``). Shapes: Responses items
+(app/responses/conversations/items.py)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
-from app.conversations.items import StoredItem
-from app.conversations.items_service import items_service
-from app.conversations.schemas import ConversationSummary, ItemsCreate
 from app.conversations.service import conversation_service
-from app.core.deps import CallerDep, StateDep
 from app.core.errors import BadRequest
+from app.keys.auth import CallerDep
+from app.responses.conversations.items import StoredItem
+from app.responses.conversations.items_service import items_service
+from app.responses.conversations.schemas import ConversationSummary, ItemsCreate
+from app.state import StateDep
 
 router = APIRouter(prefix="/v1/conversations/{conversation_id}/items", tags=["conversations"])
 
@@ -28,16 +31,20 @@ def _page(items: list[StoredItem], has_more: bool = False) -> dict[str, Any]:
     }
 
 
+class ItemsPage(BaseModel):
+    """The list's query parameters (OpenAI's)."""
+
+    limit: int = Field(20, ge=1, le=100)
+    order: Literal["asc", "desc"] = "desc"
+    after: str | None = None
+    include: list[str] | None = None  # accepted; items carry all they have
+
+
 @router.get("")
 async def list_items(
-    conversation_id: str,
-    caller: CallerDep,
-    state: StateDep,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    order: Literal["asc", "desc"] = "desc",
-    after: str | None = None,
-    include: Annotated[list[str] | None, Query()] = None,  # accepted; items carry all they have
+    conversation_id: str, caller: CallerDep, state: StateDep, page: Annotated[ItemsPage, Query()]
 ) -> dict[str, Any]:
+    limit, order, after = page.limit, page.order, page.after
     async with state.database.reading() as session:
         conversation = await conversation_service.get(session, caller.tenant_id, conversation_id)
         items = await items_service.items(session, caller.tenant_id, conversation)

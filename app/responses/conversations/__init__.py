@@ -1,0 +1,1 @@
+"""OpenAI's Conversations API (the Responses family): conversations and their items."""
