@@ -8,6 +8,7 @@ uses the same graph to keep the layers.
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -120,6 +121,22 @@ def mirrored_test_folders() -> tuple[int, int, list[str]]:
     return len(packages) - len(missing), len(packages), missing
 
 
+def long_signatures(limit: int = 6) -> list[tuple[str, str, int]]:
+    """Functions in app/ with more than ``limit`` parameters (``self``/``cls`` and ``**`` aside):
+    (file, function, parameters)."""
+    found = []
+    for path in _python_files(APP):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = node.args
+                names = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+                names += [a.arg for a in arguments.kwonlyargs]
+                count = len(names) - (1 if names[:1] in (["self"], ["cls"]) else 0)
+                if count > limit:
+                    found.append((str(path.relative_to(ROOT)), node.name, count))
+    return found
+
+
 def package_size(name: str) -> tuple[int, int]:
     files = _python_files(APP / name) if (APP / name).is_dir() else []
     return len(files), sum(len(p.read_text().splitlines()) for p in files)
@@ -152,6 +169,7 @@ def figures() -> list[tuple[str, str]]:
         ("`app/memories/`", f"{memory_files} files, {memory_lines:,} lines"),
         ("test folders that mirror an `app/` package", f"{mirrored} of {total}"),
         ("`# fmt: skip`", str(_count_lines(r"#\s*fmt:\s*skip"))),
+        ("functions with more than 6 parameters", str(len(long_signatures()))),
     ]
 
 

@@ -21,7 +21,7 @@ from app.context.budget import TokenBudget
 from app.context.cache_fit import CacheInput
 from app.context.cache_policy import CachePolicy
 from app.context.engine import EngineResult, apply_context_engine
-from app.context.history import HistoryWindow, TurnShape, WindowSpec, load_history_window
+from app.context.history import HistoryWindow, WindowSpec, load_history_window
 from app.context.inputs import EngineWindow
 from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
@@ -34,6 +34,7 @@ from app.turns.loop_clearing import LoopClearing, clear_loop_results
 from app.turns.memory_context import MemoryContext
 from app.turns.memory_steps import MemoryTurn, prepare_memory
 from app.turns.owner import Watermarks
+from app.turns.reading import TurnRead
 
 __all__ = [
     "Assembly",
@@ -81,18 +82,14 @@ async def load_assembly(
     state: AppState,
     context: TurnContext,
     session: AsyncSession,
-    resolved: ResolvedConversation,
-    new: list[ConversationMessage],
+    read: TurnRead,
     *,
-    shape: TurnShape,
-    budget: TokenBudget,
-    policy: CachePolicy,
-    own_system: ConversationMessage | None,
     rewrite: bool,
     marks: Watermarks | None,
 ) -> Loaded:
     """``rewrite``: compaction may run and the bundle is rebuilt; ``marks``: a rebase of the
     prompt owner (the loop's old tool results are cleared down to the low-water mark)."""
+    resolved, new, budget, policy = read.resolved, read.new, read.budget, read.policy
     request = context.request
     model = request.model
     stored = stored_cache_state(resolved) if policy.enabled else None
@@ -100,7 +97,7 @@ async def load_assembly(
     memory = await prepare_memory(state, session, turn, rewrite=rewrite)
     budget.memory = memory.reserved_tokens
     spec = WindowSpec(
-        shape=shape,
+        shape=read.shape,
         budget=budget,
         chunk_tokens=state.settings.history_trim_chunk_tokens,
         boundary_tokens=memory.boundary_tokens,
@@ -109,8 +106,8 @@ async def load_assembly(
         cache_state=stored,
     )
     window = await load_history_window(session, resolved, new, spec)
-    if own_system is not None:
-        window.system.insert(0, own_system)
+    if read.own_system is not None:
+        window.system.insert(0, read.own_system)
     memory.frozen_tokens = frozen_prefix_tokens(state, window.current, model)
     budget.memory += memory.frozen_tokens
     clearing = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from starlette.requests import Request
 
@@ -17,7 +17,17 @@ from app.turns.prepared import RecordHook
 if TYPE_CHECKING:
     from app.llm.native_responses import NativeRequest
 
-__all__ = ["TurnContext"]
+__all__ = ["TurnContext", "TurnOptions"]
+
+
+class TurnOptions(TypedDict, total=False):
+    """What a door may add to a turn (``TurnContext``'s fields of the same names)."""
+
+    on_record: RecordHook | None
+    upstream_headers: Mapping[str, str]
+    own_system_prompt: bool
+    continue_at: int | None
+    native: NativeRequest | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +60,7 @@ class TurnContext:
         http: Request,
         request: ChatCompletionRequest,
         caller: Caller,
-        *,
-        on_record: RecordHook | None = None,
-        upstream_headers: Mapping[str, str] | None = None,
-        own_system_prompt: bool = False,
-        continue_at: int | None = None,
-        native: NativeRequest | None = None,
+        **options: Unpack[TurnOptions],
     ) -> TurnContext:
         """The turn of an HTTP request: its id and arrival time as the middleware noted them."""
         return cls(
@@ -63,9 +68,9 @@ class TurnContext:
             caller=caller,
             request_id=getattr(http.state, "request_id", None) or new_id("req"),
             started=getattr(http.state, "started", None) or time.perf_counter(),
-            on_record=on_record,
-            upstream_headers=upstream_headers or {},
-            own_system_prompt=own_system_prompt,
-            continue_at=continue_at,
-            native=native,
+            on_record=options.get("on_record"),
+            upstream_headers=options.get("upstream_headers") or {},
+            own_system_prompt=options.get("own_system_prompt", False),
+            continue_at=options.get("continue_at"),
+            native=options.get("native"),
         )

@@ -18,10 +18,19 @@ __all__ = ["ledger_of", "load_ledger", "save_ledger"]
 
 _scope: TenantScope[PromptLedgerRow] = TenantScope(PromptLedgerRow)
 _COLUMNS = (
-    "epoch", "answer_sequence", "answer_tokens", "own_system_hash", "attachments_key", "tokens",
-    "system_tokens", "memory_tokens", "chain_hash", "cleared_tool_results", "cleared_tokens",
+    "epoch",
+    "answer_sequence",
+    "answer_tokens",
+    "own_system_hash",
+    "attachments_key",
+    "tokens",
+    "system_tokens",
+    "memory_tokens",
+    "chain_hash",
+    "cleared_tool_results",
+    "cleared_tokens",
     "messages_excluded",
-)  # fmt: skip
+)
 
 
 async def load_ledger(session: AsyncSession, tenant_id: str, conversation_id: str) -> Ledger | None:

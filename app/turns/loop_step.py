@@ -21,9 +21,9 @@ from app.context.inputs import EngineWindow
 from app.context.metadata import ArtifactOutcome, ContextBreakdown, ContextUtilization
 from app.conversations.messages import ConversationMessage, attach_reasoning_steps, from_history_row
 from app.conversations.repository import conversation_repository
-from app.protocol.chat import ChatCompletionRequest
 from app.state import AppState
 from app.tokens.counter import REPLY_PRIMER
+from app.turns.context import TurnContext
 from app.turns.owner import Ledger, Watermarks, appended
 
 __all__ = ["LoopStep", "append_loop_step", "load_loop_step"]
@@ -57,8 +57,7 @@ def _render(message: ConversationMessage) -> dict[str, Any]:
 
 async def append_loop_step(
     state: AppState,
-    request: ChatCompletionRequest,
-    tenant_id: str,
+    context: TurnContext,
     step: LoopStep,
     ledger: Ledger,
     *,
@@ -67,6 +66,7 @@ async def append_loop_step(
 ) -> tuple[list[dict[str, Any]], ContextUtilization]:
     """The prompt (ledger + rendered step) and its utilization, with this step's artifacts
     planned within what the high-water mark leaves."""
+    request, tenant_id = context.request, context.caller.tenant_id
     model = request.model
     window = HistoryWindow(current=list(step.tail))
     budget = TokenBudget(

@@ -10,12 +10,13 @@ prompt, kept byte for byte) where the client set nothing there, within Anthropic
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from app.context.breakpoints import has_breakpoint, keep_client_breakpoints
 from app.context.cache_hints import EPHEMERAL, add_cache_hints, client_marked_cache
 
-__all__ = ["MAX_BREAKPOINTS", "place_marks"]
+__all__ = ["MAX_BREAKPOINTS", "ClientMarks", "place_marks"]
 
 MAX_BREAKPOINTS = 4  # Anthropic refuses a request with more
 
@@ -47,13 +48,21 @@ def _marked(message: dict[str, Any], mark: Any) -> dict[str, Any] | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class ClientMarks:
+    """Where the client's marks are: its messages as it sent them (``incoming``, with their
+    content hashes), which of them are new, and its tool definitions."""
+
+    incoming: list[dict[str, Any]]
+    hashes: list[str]
+    new_start: int
+    tools: list[dict[str, Any]] | None
+
+
 def place_marks(
     messages: list[dict[str, Any]],
+    client_marks: ClientMarks,
     *,
-    incoming: list[dict[str, Any]],
-    request_versions: dict[str, dict[str, Any]],
-    new_hashes: set[str],
-    tools: list[dict[str, Any]] | None,
     system_count: int,
     stable_end: int,
     provider_hints: bool,
@@ -61,7 +70,9 @@ def place_marks(
     """Rewrite ``messages`` (what goes upstream) in place. ``stable_end``: how many leading
     messages are the previous prompt, kept; ``provider_hints``: the model is Anthropic's and
     the policy lets contextgate add its own marks."""
-    keep_client_breakpoints(messages, request_versions, new_hashes)
+    incoming, tools, hashes = client_marks.incoming, client_marks.tools, client_marks.hashes
+    request_versions = dict(zip(hashes, incoming, strict=True))
+    keep_client_breakpoints(messages, request_versions, set(hashes[client_marks.new_start :]))
     client = client_marked_cache(incoming, tools)
     if client and messages and incoming:
         newest, sent = incoming[-1], messages[-1]

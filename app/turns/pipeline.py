@@ -8,6 +8,7 @@ log, in one write transaction.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, cast
 
 import orjson
@@ -41,7 +42,7 @@ from app.turns.assembly import (
 from app.turns.context import TurnContext
 from app.turns.ledger_repository import ledger_of, load_ledger, save_ledger
 from app.turns.loop_step import LoopStep, load_loop_step
-from app.turns.marks import place_marks
+from app.turns.marks import ClientMarks, place_marks
 from app.turns.observe import observe_chat
 from app.turns.owner import (
     PromptRecord,
@@ -49,16 +50,28 @@ from app.turns.owner import (
     decide,
 )
 from app.turns.prepared import Prepared
-from app.turns.reading import attachments_key, continuation, leading_system, own_system_prompt
+from app.turns.reading import (
+    TurnRead,
+    attachments_key,
+    continuation,
+    leading_system,
+    own_system_prompt,
+)
 from app.turns.repository import request_log_repository
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
 from app.wire.chat import ChatMessage
 
-__all__ = ["prepare", "record"]
+__all__ = ["Outcome", "prepare", "record"]
 
 _STORED_KEYS = (
-    "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "thinking_blocks",
-)  # fmt: skip
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+    "thinking_blocks",
+)
 
 
 def _budget_policy(state: AppState) -> BudgetPolicy:
@@ -159,49 +172,37 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             )
         ]
         shape = measure_turn(resolved, new)  # numbers the new messages
-        budget.system, budget.current = shape.system_tokens, shape.current_tokens
-        if own_system is not None:
-            budget.system += own_system.token_count
+        read = TurnRead(resolved, new, shape, own_system, budget, policy)
+        read.measure_budget()
         marks = Watermarks.of(budget.total, policy, fixed=budget.system + budget.tools)
         ledger = None
         if resolved.ledger_read:  # read with the conversation, in the same statement
             ledger = ledger_of(resolved.ledger_row) if policy.enabled else None
         elif policy.enabled and resolved.conversation is not None:
             ledger = await load_ledger(session, context.caller.tenant_id, resolved.conversation_id)
-        decision = decide(
-            ledger,
-            continuation(
-                resolved,
-                ledger,
-                new,
-                own_hash,
-                attachments_key(request),
-                budget,
-                asked_to_rebase=request.context.rebase,
-            ),  # fmt: skip
-            marks,
+        call = continuation(
+            read, ledger, own_hash, attachments_key(request), asked_to_rebase=request.context.rebase
         )
+        decision = decide(ledger, call, marks)
         if decision.ledger is not None and not any(m.role == "user" for m in new):
             step = await load_loop_step(session, resolved.conversation_id, decision.ledger, new)
         else:
             loaded = await load_assembly(
-                state, context, session, resolved, new,
-                shape=shape, budget=budget, policy=policy, own_system=own_system,
+                state,
+                context,
+                session,
+                read,
                 rewrite=decision.rebase,
                 marks=marks if decision.rebase and ledger is not None else None,
-            )  # fmt: skip
+            )
     if step is not None and decision.ledger is not None:
         built = await append_step(state, context, step, decision.ledger, budget, marks)
     else:
         assert loaded is not None
-        built = await assemble_prompt(
-            state, context, resolved, new, loaded, budget, policy, decision
-        )
+        built = await assemble_prompt(state, context, read, loaded, decision)
     if built.decision.keep and built.utilization.tokens_used > marks.high:
         # What was appended came out larger than estimated (a new turn's per-turn context).
-        built = await rebase_after_all(
-            state, context, resolved, new, shape, own_system, budget, policy, marks, built
-        )
+        built = await rebase_after_all(state, context, read, marks, built)
     utilization = built.utilization
     utilization.calibration = TokenCalibrationStats(
         ratio=round(calibration.ratio, 4),
@@ -229,10 +230,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     )
     place_marks(
         built.messages,
-        incoming=incoming,
-        request_versions=dict(zip(hashes, incoming, strict=True)),
-        new_hashes=set(hashes[resolved.new_start :]),
-        tools=request.tools,
+        ClientMarks(incoming, hashes, resolved.new_start, request.tools),
         system_count=leading_system(built.messages),
         stable_end=built.stable_end,
         provider_hints=policy.enabled and policy.cache_hints and _anthropic(state, model),
@@ -278,6 +276,15 @@ def costs(prepared: Prepared, prompt: float, completion: float) -> CostInfo:
     return CostInfo.of(prompt, completion, prepared.utilization.planning_cost.total_cost)
 
 
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the request ended, as its log row says (``error``: already redacted, cut)."""
+
+    status: str = "ok"
+    status_code: int = 200
+    error: str | None = None
+
+
 async def record(
     state: AppState,
     prepared: Prepared,
@@ -285,12 +292,11 @@ async def record(
     answer: ConversationMessage | None,
     usage: Usage | None,
     cost: CostInfo,
-    status: str = "ok",
-    status_code: int = 200,
-    error: str | None = None,
+    outcome: Outcome = Outcome(),
 ) -> None:
     """Store the turn and the request log in one transaction, before the client is answered."""
     request = prepared.request
+    status = outcome.status
     provider_cache_usage(prepared.utilization, usage.raw if usage else None)
     async with state.database.writing() as session:
         resolved = prepared.resolved
@@ -330,8 +336,8 @@ async def record(
                 "model": request.model,
                 "stream": request.stream,
                 "status": status,
-                "status_code": status_code,
-                "error": error,
+                "status_code": outcome.status_code,
+                "error": outcome.error,
                 "prompt_tokens": usage.prompt_tokens if usage else 0,
                 "completion_tokens": usage.completion_tokens if usage else 0,
                 "prompt_cost": cost.prompt_cost,

@@ -5,11 +5,14 @@ stored conversation (``continuation``)."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from app.context.budget import TokenBudget
+from app.context.cache_policy import CachePolicy
+from app.context.history import TurnShape
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
 from app.protocol.chat import ChatCompletionRequest
@@ -18,19 +21,46 @@ from app.tokens.counter import REPLY_PRIMER
 from app.turns.context import TurnContext
 from app.turns.owner import Continuation, Ledger
 
-__all__ = ["attachments_key", "continuation", "leading_system", "own_system_prompt"]
+__all__ = [
+    "TurnRead",
+    "attachments_key",
+    "continuation",
+    "leading_system",
+    "own_system_prompt",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRead:
+    """Stage 1's result, read once and handed to every later stage: the conversation the turn
+    continues, its new messages (numbered), their shape, the request's own system prompt, the
+    budget and the cache policy. Only the budget's slices are filled in as stages measure them
+    (``measure_budget``; memory and the rewritten turn later)."""
+
+    resolved: ResolvedConversation
+    new: list[ConversationMessage]
+    shape: TurnShape
+    own_system: ConversationMessage | None
+    budget: TokenBudget
+    policy: CachePolicy
+
+    def measure_budget(self) -> None:
+        """The budget's slices from the turn's shape alone (again at a late rebase)."""
+        budget, shape = self.budget, self.shape
+        budget.system, budget.current, budget.memory = shape.system_tokens, shape.current_tokens, 0
+        if self.own_system is not None:
+            budget.system += self.own_system.token_count
 
 
 def continuation(
-    resolved: ResolvedConversation,
+    read: TurnRead,
     ledger: Ledger | None,
-    new: list[ConversationMessage],
     own_hash: str,
     attachments_key: str,
-    budget: TokenBudget,
     *,
     asked_to_rebase: bool,
 ) -> Continuation:
+    resolved, new, budget = read.resolved, read.new, read.budget
     conversation = resolved.conversation
     newest = conversation.message_count - 1 if conversation is not None else -1
     return Continuation(

@@ -13,7 +13,7 @@ from app.llm.responses import Usage
 from app.state import AppState
 from app.turns.context import TurnContext
 from app.turns.native import call_upstream
-from app.turns.pipeline import answer_message, costs, prepare, record
+from app.turns.pipeline import Outcome, answer_message, costs, prepare, record
 from app.turns.prepared import Prepared
 from app.wire.chat import ChatCompletion, ChatMessage
 from app.wire.json import JSONObject
@@ -80,9 +80,7 @@ async def record_failure(state: AppState, prepared: Prepared, error: ContextGate
             answer=None,
             usage=None,
             cost=costs(prepared, 0.0, 0.0),
-            status="error",
-            status_code=error.status_code,
-            error=error.message[:2000],
+            outcome=Outcome("error", error.status_code, error.message[:2000]),
         )
     except Exception:
         logger.exception(

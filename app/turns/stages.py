@@ -12,20 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.context.assembler import AssembledContext, seal_assembled
+from app.context.assembler import seal_assembled
 from app.context.budget import TokenBudget
 from app.context.cache_fit import annotate as annotate_cache
-from app.context.cache_policy import CachePolicy
-from app.context.history import TurnShape
 from app.context.metadata import ArtifactOutcome, ContextUtilization
 from app.context.seal import chain_hash
 from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
-from app.conversations.service import ResolvedConversation
 from app.state import AppState
 from app.tokens.counter import REPLY_PRIMER
 from app.turns.artifact_ledger import complete_artifacts
 from app.turns.assembly import (
+    Assembly,
     Loaded,
     answer_index,
     build_assembly,
@@ -36,21 +34,13 @@ from app.turns.assembly import (
 from app.turns.context import TurnContext
 from app.turns.loop_step import LoopStep, append_loop_step
 from app.turns.owner import KEPT, Decision, Ledger, Watermarks, appended
+from app.turns.reading import TurnRead
 
 __all__ = ["Built", "append_step", "assemble_prompt", "rebase_after_all"]
 
 
 async def rebase_after_all(
-    state: AppState,
-    context: TurnContext,
-    resolved: ResolvedConversation,
-    new: list[ConversationMessage],
-    shape: TurnShape,
-    own_system: ConversationMessage | None,
-    budget: TokenBudget,
-    policy: CachePolicy,
-    marks: Watermarks,
-    kept: Built,
+    state: AppState, context: TurnContext, read: TurnRead, marks: Watermarks, kept: Built
 ) -> Built:
     """A new user turn that would pass the high-water mark once its context is added: the
     prompt is rebased after all (the turn's block is made again for the new prompt)."""
@@ -58,18 +48,12 @@ async def rebase_after_all(
     tokens = kept.utilization.tokens_used
     reason = f"high-water mark: the prompt with the new turn would take {tokens} of {marks.budget}"
     decision = Decision(False, reason, None, kept.decision.ledger.epoch + 1)
-    for message in new:
+    for message in read.new:
         message.context_prefix = None
-    budget.system, budget.current, budget.memory = shape.system_tokens, shape.current_tokens, 0
-    if own_system is not None:
-        budget.system += own_system.token_count
+    read.measure_budget()
     async with state.database.reading() as session:
-        loaded = await load_assembly(
-            state, context, session, resolved, new,
-            shape=shape, budget=budget, policy=policy, own_system=own_system,
-            rewrite=True, marks=marks,
-        )  # fmt: skip
-    return await assemble_prompt(state, context, resolved, new, loaded, budget, policy, decision)
+        loaded = await load_assembly(state, context, session, read, rewrite=True, marks=marks)
+    return await assemble_prompt(state, context, read, loaded, decision)
 
 
 @dataclass(slots=True)
@@ -95,28 +79,30 @@ async def append_step(
 ) -> Built:
     """Stage 2a: a tool-loop step appended to the kept prompt."""
     messages, utilization = await append_loop_step(
-        state, context.request, context.caller.tenant_id, step, ledger,
-        tools_tokens=budget.tools, marks=marks,
-    )  # fmt: skip
+        state,
+        context,
+        step,
+        ledger,
+        tools_tokens=budget.tools,
+        marks=marks,
+    )
     return _kept(messages, utilization, ledger, step.tail[0], budget)
 
 
 async def assemble_prompt(
-    state: AppState,
-    context: TurnContext,
-    resolved: ResolvedConversation,
-    new: list[ConversationMessage],
-    loaded: Loaded,
-    budget: TokenBudget,
-    policy: CachePolicy,
-    decision: Decision,
+    state: AppState, context: TurnContext, read: TurnRead, loaded: Loaded, decision: Decision
 ) -> Built:
     """Stage 2b: the prompt assembled from storage; a kept prompt takes only its tail."""
     request = context.request
+    resolved, new, budget = read.resolved, read.new, read.budget
     assembly = await build_assembly(
-        state, context, loaded, budget=budget, policy=policy,
+        state,
+        context,
+        loaded,
+        budget=budget,
+        policy=read.policy,
         force_rebase=decision.rebase and decision.epoch > 0,
-    )  # fmt: skip
+    )
     await finish_memory(state, context, resolved, assembly, new, budget)
     assembled = assembly.assembled
     utilization = assembled.utilization
@@ -125,10 +111,7 @@ async def assemble_prompt(
     if ledger is not None:
         index = answer_index(assembled, ledger.answer_sequence)
         if index is not None:
-            turn_memory = assembly.memory.context_tokens + assembly.memory.recall.tokens
-            return append_turn(
-                state, request.model, assembled, index, ledger, budget, sources, turn_memory
-            )
+            return append_turn(state, request.model, assembly, index, ledger, budget)
         decision = Decision(
             False, "the previous answer is not in the prompt", None, ledger.epoch + 1
         )
@@ -163,15 +146,17 @@ async def assemble_prompt(
 def append_turn(
     state: AppState,
     model: str,
-    assembled: AssembledContext,
+    assembly: Assembly,
     index: int,
     ledger: Ledger,
     budget: TokenBudget,
-    sources: list[ConversationMessage],
-    turn_memory: int,
 ) -> Built:
     """A new user turn on a kept prompt: the previous answer and what follows it (the new user
-    message with its per-turn block, ``turn_memory`` tokens) appended to the ledger."""
+    message with its per-turn block: the memories and recalled messages) appended to the
+    ledger."""
+    assembled = assembly.assembled
+    sources = [*assembly.window.history, *assembly.window.current]
+    turn_memory = assembly.memory.context_tokens + assembly.memory.recall.tokens
     tail = assembled.messages[index:]
     messages = appended(ledger, tail)
     utilization = assembled.utilization

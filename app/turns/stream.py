@@ -22,7 +22,7 @@ from app.state import AppState
 from app.turns.accumulate import StreamAccumulator
 from app.turns.context import TurnContext
 from app.turns.native import open_upstream_stream
-from app.turns.pipeline import answer_message, prepare, record
+from app.turns.pipeline import Outcome, answer_message, prepare, record
 from app.turns.prepared import Prepared
 from app.turns.service import TurnResult, record_failure, turn_cost
 from app.wire.stream import ChatChunk
@@ -128,9 +128,11 @@ class TurnStream:
             answer=answer,
             usage=usage,
             cost=cost,
-            status="ok" if complete else "incomplete",
-            status_code=200 if error is None else error.status_code,
-            error=error.message[:2000] if error else None,
+            outcome=Outcome(
+                "ok" if complete else "incomplete",
+                200 if error is None else error.status_code,
+                error.message[:2000] if error else None,
+            ),
         )
         return TurnResult(self.prepared, message, self.acc.finish_reason, usage, cost)
 

@@ -168,3 +168,12 @@ def test_tenant_filters_are_written_once() -> None:
                 if column.value.id[:1].isupper():  # Model.tenant_id == …: a column, not a value
                     offending.append(f"{path.relative_to(APP.parent)}:{node.lineno}")
     assert offending == []
+
+
+def test_functions_take_a_small_typed_value_rather_than_many_parameters() -> None:
+    """Issue 25: more than six parameters (``self`` and ``**options`` aside) become a small
+    frozen value; and ruff formats every call (no ``# fmt: skip`` packing arguments)."""
+    from bench.house import _count_lines, long_signatures
+
+    assert long_signatures(6) == []
+    assert _count_lines(r"#\s*fmt:\s*skip") == 0
