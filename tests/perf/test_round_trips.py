@@ -93,13 +93,12 @@ async def _statements_per_turn(
     return seen
 
 
-async def test_round_trips_do_not_grow_with_history(
+def _request_path_settings(
     make_settings: Callable[..., Settings], database_url: str, fake_upstream: FakeUpstream
-) -> None:
-    # A summarizer that answers, so that a long conversation is compacted once and then stays
-    # compacted (an unanswered compaction is retried on every request by design).
+) -> Settings:
+    """A summarizer that answers, and no after-answer writes that could race into a count."""
     fake_upstream.script("fake-summarizer", [SUMMARY] * 200)
-    settings = make_settings(
+    return make_settings(
         database_url=database_url,
         summarizer_model="fake-summarizer",
         memory_extraction_mode="off",
@@ -108,6 +107,14 @@ async def test_round_trips_do_not_grow_with_history(
         embedder="bm25",
         summary_every_pairs=0,
     )
+
+
+async def test_round_trips_do_not_grow_with_history(
+    make_settings: Callable[..., Settings], database_url: str, fake_upstream: FakeUpstream
+) -> None:
+    # A summarizer that answers, so that a long conversation is compacted once and then stays
+    # compacted (an unanswered compaction is retried on every request by design).
+    settings = _request_path_settings(make_settings, database_url, fake_upstream)
     # The after-answer work of each turn (a 2,000-message history brought at once is compacted
     # there, run after run) finishes before the next turn is counted: the count is the request's.
     seen = await _statements_per_turn(settings, [10, 2_000], drain=True)
@@ -166,14 +173,7 @@ async def test_a_continued_turn_loads_the_window_not_the_history(
         return rows
 
     monkeypatch.setattr(ConversationRepository, "context_messages", counting)
-    fake_upstream.script("fake-summarizer", [SUMMARY] * 200)
-    settings = make_settings(
-        database_url=database_url,
-        summarizer_model="fake-summarizer",
-        memory_extraction_mode="off",
-        embedder="bm25",
-        summary_every_pairs=0,
-    )
+    settings = _request_path_settings(make_settings, database_url, fake_upstream)
     await _statements_per_turn(
         settings, [2_000], drain=True, seed=lambda state, size: seed(state, TENANT, size)
     )
