@@ -35,6 +35,7 @@ from app.wire.stream import ChatChunk, Delta, ToolCallDelta
 
 __all__ = [
     "NATIVE_BLOCK",
+    "input_part",
     "chat_answer",
     "chat_usage",
     "event_chunk",
@@ -95,7 +96,10 @@ def _text(content: object) -> str:
     return "" if content is None else str(content)
 
 
-def _input_part(part: ContentPart) -> InputContentPart:
+def input_part(part: ContentPart | object) -> InputContentPart:
+    """A chat content part as a Responses input part (anything but a part: its text)."""
+    if not isinstance(part, dict):
+        return {"type": "input_text", "text": str(part)}
     fields: Mapping[str, Any] = part
     kind = fields.get("type")
     if kind == "image_url":
@@ -114,7 +118,7 @@ def _input_content(content: MessageContent | None) -> str | list[InputContentPar
     if isinstance(content, list):
         if all(isinstance(p, dict) and p.get("type") == "text" for p in content):
             return _text(content)
-        return [_input_part(part) for part in content if isinstance(part, dict)]
+        return [input_part(part) for part in content if isinstance(part, dict)]
     return "" if content is None else str(content)
 
 

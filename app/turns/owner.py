@@ -81,7 +81,7 @@ class Watermarks:
         fixed = max(0, min(fixed, budget)) if policy.high_water_of_room else 0
         high = max(1, fixed + int((budget - fixed) * policy.high_water_ratio))
         low = max(1, int(budget * min(policy.low_water_ratio, policy.high_water_ratio)))
-        return cls(budget, high, min(low, high))
+        return cls(budget, high, low)  # high >= ratio x budget >= low
 
 
 @dataclass(frozen=True, slots=True)

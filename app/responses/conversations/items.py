@@ -15,14 +15,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from app.db.models import Message
+from app.llm.responses_items import input_part
 from app.responses.output import function_call_item, message_item, reasoning_item
 from app.tokens.counter import text_of
 from app.wire.chat import ThinkingBlockParam, ToolCall
 from app.wire.responses import (
     FunctionCallOutputItem,
     InputContentPart,
-    InputFilePart,
-    InputImagePart,
     ItemStatus,
     OutputItem,
 )
@@ -63,26 +62,9 @@ def parse_derived_id(item_id: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
-def _input_part(part: Any) -> InputContentPart:
-    """A chat content part (as stored: JSON) as a Responses input part."""
-    if not isinstance(part, dict):
-        return {"type": "input_text", "text": str(part)}
-    kind = part.get("type")
-    if kind == "image_url":
-        image = part.get("image_url") or {}
-        url = image.get("url") if isinstance(image, dict) else image
-        data: InputImagePart = {"type": "input_image", "image_url": url}
-        if isinstance(image, dict) and image.get("detail"):
-            data["detail"] = image["detail"]
-        return data
-    if kind == "file":
-        return cast(InputFilePart, {"type": "input_file", **(part.get("file") or {})})
-    return {"type": "input_text", "text": str(part.get("text") or "")}
-
-
 def _input_content(content: Any) -> list[InputContentPart]:
     if isinstance(content, list):
-        return [_input_part(part) for part in content]
+        return [input_part(part) for part in content]
     return [{"type": "input_text", "text": text_of(content)}]
 
 
