@@ -75,13 +75,13 @@ class ConversationRepository(TenantRepository[Conversation]):
 
     async def find_by_heads(
         self, session: AsyncSession, tenant_id: str, heads: Sequence[str]
-    ) -> list[Conversation]:
-        """The caller's conversations whose whole stored sequence hashes to one of ``heads``."""
-        found: list[Conversation] = []
+    ) -> list[tuple[Conversation, PromptLedgerRow | None]]:
+        """The caller's conversations whose whole stored sequence hashes to one of ``heads``,
+        each with its prompt ledger (read in the same statement, as by id)."""
+        found: list[tuple[Conversation, PromptLedgerRow | None]] = []
         for start in range(0, len(heads), 500):
-            batch = list(heads[start : start + 500])
-            statement = self.base_statement(tenant_id).where(Conversation.head_hash.in_(batch))
-            found.extend((await session.execute(statement)).scalars())
+            params = {"tenant_id": tenant_id, "heads": list(heads[start : start + 500])}
+            found.extend((await session.execute(_BY_HEADS, params)).tuples())
         return found
 
     async def list_recent(
@@ -290,6 +290,18 @@ _WITH_SUMMARIES = (
         conversation_repository.tenant_clause(bindparam("tenant_id")),
     )
     .order_by(ConversationSummaryRow.first_turn)
+)
+
+
+# Built once, the heads an expanding parameter: an agent's prompt brings ~100 of them, and
+# ``in_(list)`` coerced each one every call.
+_BY_HEADS = (
+    select(Conversation, PromptLedgerRow)
+    .outerjoin(PromptLedgerRow, PromptLedgerRow.conversation_id == Conversation.id)
+    .where(
+        Conversation.head_hash.in_(bindparam("heads", expanding=True)),
+        conversation_repository.tenant_clause(bindparam("tenant_id")),
+    )
 )
 
 

@@ -25,7 +25,7 @@ from app.conversations.repository import conversation_repository as repository
 from app.conversations.resolved import HeadMoved, ResolvedConversation
 from app.conversations.stamp import Stamp
 from app.core.errors import NotFound
-from app.db.models import Conversation, new_id
+from app.db.models import Conversation, PromptLedgerRow, new_id
 from app.tokens.counter import text_of
 
 __all__ = [
@@ -122,17 +122,20 @@ class ConversationService:
     ) -> ResolvedConversation:
         chain = chain_hashes(incoming_hashes)
         candidates = await repository.find_by_heads(session, tenant_id, chain)
-        best: list[Conversation] = []
-        for candidate in candidates:
+        best: list[tuple[Conversation, PromptLedgerRow | None]] = []
+        for candidate, ledger in candidates:
             count = candidate.message_count
             if count == 0 or count > len(chain) or chain[count - 1] != candidate.head_hash:
                 continue
-            if not best or count > best[0].message_count:
-                best = [candidate]
-            elif count == best[0].message_count:
-                best.append(candidate)
+            if not best or count > best[0][0].message_count:
+                best = [(candidate, ledger)]
+            elif count == best[0][0].message_count:
+                best.append((candidate, ledger))
         if len(best) == 1:
-            return ResolvedConversation(best[0].id, best[0], best[0].message_count)
+            found, ledger = best[0]
+            return ResolvedConversation(
+                found.id, found, found.message_count, ledger_row=ledger, ledger_read=True
+            )
         # No match, or an ambiguous one: a new conversation.
         return ResolvedConversation(new_id("conv"), None, 0)
 

@@ -15,11 +15,11 @@ escape) has its strings cut out and its brackets peeled level by level.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
-__all__ = ["DEFAULT_MAX_JSON_DEPTH", "nesting_exceeds"]
+__all__ = ["DEFAULT_MAX_JSON_DEPTH", "NOT_PARSED", "depth_check", "nesting_exceeds"]
 
 DEFAULT_MAX_JSON_DEPTH = 64
 
@@ -28,17 +28,27 @@ _SQUARE = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
 
+NOT_PARSED: Final = object()
+"""``depth_check``'s value when it judged the bytes without parsing them."""
+
+
 def nesting_exceeds(body: bytes, limit: int) -> bool:
     """Whether the arrays and objects of the JSON text ``body`` nest deeper than ``limit``.
 
     Invalid JSON (unbalanced brackets) is not judged here: the parser refuses it after."""
+    return depth_check(body, limit)[0]
+
+
+def depth_check(body: bytes, limit: int) -> tuple[bool, object]:
+    """(``nesting_exceeds``, the value orjson parsed on the way, or ``NOT_PARSED``): a body
+    parsed here need not be parsed again (app/core/parsed_body.py hands it to the route)."""
     if body.count(b"[") + body.count(b"{") <= limit:
-        return False
+        return False, NOT_PARSED
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return scan_exceeds(body, limit)
-    return _value_exceeds(parsed, limit)
+        return scan_exceeds(body, limit), NOT_PARSED
+    return _value_exceeds(parsed, limit), parsed
 
 
 def _value_exceeds(value: Any, limit: int) -> bool:

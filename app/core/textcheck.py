@@ -22,7 +22,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.errors import BadRequest, ContextGateError, error_response
-from app.core.jsondepth import DEFAULT_MAX_JSON_DEPTH, nesting_exceeds
+from app.core.jsondepth import DEFAULT_MAX_JSON_DEPTH, NOT_PARSED, depth_check
+from app.core.parsed_body import PARSED_JSON
 
 __all__ = [
     "RequestRejected",
@@ -110,10 +111,12 @@ def rejection(param: str, reason: str) -> BadRequest:
     )
 
 
-def check_json_body(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> None:
+def check_json_body(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> object:
     """Raise ``RequestRejected`` when a JSON body nests deeper than ``max_depth`` or holds a
-    NUL, a lone surrogate or an integer outside 64 bits."""
-    if nesting_exceeds(body, max_depth):
+    NUL, a lone surrogate or an integer outside 64 bits. Returns the body as orjson parsed it
+    for the depth check (an agent's long history), or ``NOT_PARSED``."""
+    exceeds, parsed = depth_check(body, max_depth)
+    if exceeds:
         raise RequestRejected(
             BadRequest(
                 f"The JSON body nests arrays and objects deeper than {max_depth} levels "
@@ -122,14 +125,15 @@ def check_json_body(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> Non
             )
         )
     if not _SUSPECT.search(body) and _LONG_RUN not in body.translate(_DIGITS):
-        return
+        return parsed
     try:
-        parsed = json.loads(body)
+        checked = json.loads(body)
     except (ValueError, RecursionError):
-        return  # not JSON (or unbalanced and deep): the app answers that with its own 400
-    found = find_bad_string(parsed)
+        return NOT_PARSED  # not JSON (or unbalanced and deep): the app answers with its 400
+    found = find_bad_string(checked)
     if found is not None:
         raise RequestRejected(rejection(*found))
+    return parsed
 
 
 def _is_json(scope: Scope) -> bool:
@@ -164,11 +168,12 @@ class TextCheckMiddleware:
         if scope.get("method") not in ("POST", "PUT", "PATCH") or not _is_json(scope):
             await self.app(scope, receive, send)
             return
-        await self.app(scope, _checked_receive(receive, self.max_depth), send)
+        await self.app(scope, _checked_receive(scope, receive, self.max_depth), send)
 
 
-def _checked_receive(receive: Receive, max_depth: int) -> Receive:
-    """``receive`` that hands the whole body over in one message, checked."""
+def _checked_receive(scope: Scope, receive: Receive, max_depth: int) -> Receive:
+    """``receive`` that hands the whole body over in one message, checked; the value the
+    check parsed, if it did, goes into the scope for the route (app/core/parsed_body.py)."""
     read = False
 
     async def checked() -> Message:
@@ -185,7 +190,9 @@ def _checked_receive(receive: Receive, max_depth: int) -> Receive:
             if not message.get("more_body", False):
                 break
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        check_json_body(body, max_depth)
+        parsed = check_json_body(body, max_depth)
+        if parsed is not NOT_PARSED:
+            scope[PARSED_JSON] = parsed
         return {"type": "http.request", "body": body, "more_body": False}
 
     return checked

@@ -1,6 +1,7 @@
 """The shape of a chat request: message, attachment and tool counts, message and attachment
-sizes, integers in range; a clear 400/413 before anything is counted or stored. (The body
-size: app/core/limits.py.)"""
+sizes; a clear 400/413 before anything is counted or stored. (The body size:
+app/core/limits.py; integers past 64 bits, NUL and lone surrogates in any JSON body, refused
+before it is parsed: app/core/textcheck.py.)"""
 
 from __future__ import annotations
 
@@ -14,25 +15,6 @@ if TYPE_CHECKING:
     from app.protocol.chat import ChatCompletionRequest
 
 __all__ = ["check_chat_limits", "check_message_sizes"]
-
-_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
-
-
-def _check_integers(value: Any, where: str) -> None:
-    """JSON integers must fit 64 bits: what we store and hash is serialized with orjson."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, int) and not _INT_MIN <= item <= _INT_MAX:
-            raise BadRequest(
-                f"An integer in '{where}' is outside the 64-bit range.",
-                param=where,
-                code="integer_out_of_range",
-            )
 
 
 def _field(item: Any, name: str) -> Any:
@@ -69,12 +51,6 @@ def check_message_sizes(settings: Settings, messages: Sequence[Any]) -> None:
 
 def check_chat_limits(settings: Settings, request: ChatCompletionRequest) -> None:
     """Counts and sizes a chat request may have; a clear 400/413 before anything is stored."""
-    _check_integers(request.forwarded_params(), "body")
-    for index, message in enumerate(request.messages):
-        if not isinstance(message.content, str):
-            _check_integers(message.content, f"messages.{index}.content")
-        _check_integers(message.tool_calls, f"messages.{index}.tool_calls")
-        _check_integers(message.model_extra, f"messages.{index}")
     check_message_sizes(settings, request.messages)
     if len(request.messages) > settings.max_messages:
         raise BadRequest(

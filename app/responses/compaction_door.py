@@ -17,6 +17,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.jsonresponse import json_response
+from app.core.parsed_body import ParsedJSONRoute
 from app.db.models import new_id
 from app.keys.auth import CallerDep
 from app.keys.caller import Caller
@@ -43,7 +44,7 @@ from app.wire.responses import CompactionItem
 
 __all__ = ["CompactRequest", "answer_trigger", "router"]
 
-router = APIRouter(tags=["responses"])
+router = APIRouter(tags=["responses"], route_class=ParsedJSONRoute)
 
 
 async def _compact(

@@ -13,6 +13,7 @@ from starlette.background import BackgroundTask
 from app.context.headers import context_headers
 from app.conversations.service import HeadMoved
 from app.core.jsonresponse import json_response
+from app.core.parsed_body import ParsedJSONRoute
 from app.keys.auth import CallerDep
 from app.protocol.limits import check_chat_limits
 from app.responses.compaction_door import answer_trigger
@@ -29,7 +30,7 @@ from app.turns.guard import guarded
 from app.turns.service import run_turn
 from app.turns.stream import SSE_HEADERS, open_turn_stream
 
-router = APIRouter(tags=["responses"])
+router = APIRouter(tags=["responses"], route_class=ParsedJSONRoute)
 
 
 @router.post("/v1/responses", response_model=None)

@@ -95,3 +95,40 @@ async def test_summaries_and_ledger_in_one_statement(database_url: str) -> None:
         assert other == (None, [], None)  # another tenant sees nothing of it
     finally:
         await database.dispose()
+
+
+async def test_matching_by_prefix_reads_each_candidate_with_its_ledger(database_url: str) -> None:
+    """A request without an id (an agent resending its history) finds its conversation by the
+    heads of its prefixes, and the ledger comes with it: one statement, not two."""
+    database = create_database(database_url)
+    try:
+        async with database.writing() as session:
+            session.add_all(
+                [
+                    Conversation(id="conv_a", tenant_id="t1", head_hash="ha"),
+                    Conversation(id="conv_b", tenant_id="t1", head_hash="hb"),
+                    Conversation(id="conv_c", tenant_id="t2", head_hash="hc"),
+                ]
+            )
+            await session.flush()
+            session.add(_ledger("conv_a"))
+        statements: list[str] = []
+
+        def count(*_args: object) -> None:
+            statements.append("statement")
+
+        event.listen(database.engine.sync_engine, "before_cursor_execute", count)
+        async with database.reading() as session:
+            found = await conversation_repository.find_by_heads(
+                session, "t1", ["h0", "ha", "hb", "hc"]
+            )
+        event.remove(database.engine.sync_engine, "before_cursor_execute", count)
+        assert len(statements) == 1
+        by_id = {conversation.id: row for conversation, row in found}
+        assert set(by_id) == {"conv_a", "conv_b"}  # conv_c is another tenant's
+        ledger = ledger_of(by_id["conv_a"])
+        assert ledger is not None
+        assert ledger.epoch == 3
+        assert by_id["conv_b"] is None
+    finally:
+        await database.dispose()
