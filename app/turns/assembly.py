@@ -61,7 +61,7 @@ class Loaded:
     clearing: LoopClearing | None  # a rebase's cleared loop results
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Assembly:
     """The assembled prompt and what made it; ``budget``: the one it was assembled within
     (``current`` as the context engine rewrote the turn)."""
