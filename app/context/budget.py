@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -53,15 +53,16 @@ async def count_tools(
     return counter.count_cached(text, model)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TokenBudget:
     """A request's input budget and what is spoken for, counted once and passed along.
 
     ``total`` is what ``input_budget`` allows. ``system``, ``tools`` (the tool definitions sent
     with the request) and ``current`` (the current turn, from the newest user message on) are
-    counted once when the turn is measured; the context engine updates ``current`` when it
-    rewrites the turn (processed tool results, the context block); memory reserves the bundle
-    and injected memories. Every stage reads what it may use from here instead of recounting:
+    counted once when the turn is measured; memory reserves the bundle and injected memories.
+    The budget is a value: a stage that measures a slice returns a new budget (``with_…``) in
+    its result (the context engine's has ``current`` of the turn it rewrote), and every later
+    stage reads what it may use from the budget it is handed instead of recounting:
     ``history_room`` for the history (and artifacts) and ``fixed`` for what is always sent.
     """
 
@@ -70,6 +71,22 @@ class TokenBudget:
     current: int = 0
     memory: int = 0
     tools: int = 0
+
+    def with_system(self, tokens: int) -> TokenBudget:
+        """This budget with the system prompt taking ``tokens``."""
+        return replace(self, system=tokens)
+
+    def with_current(self, tokens: int) -> TokenBudget:
+        """This budget with the current turn (as it will be sent) taking ``tokens``."""
+        return replace(self, current=tokens)
+
+    def with_memory(self, tokens: int) -> TokenBudget:
+        """This budget with memory (bundle, injected memories, frozen blocks) taking ``tokens``."""
+        return replace(self, memory=tokens)
+
+    def with_tools(self, tokens: int) -> TokenBudget:
+        """This budget with the tool definitions taking ``tokens``."""
+        return replace(self, tools=tokens)
 
     @property
     def fixed(self) -> int:

@@ -1,8 +1,9 @@
 """The context engine in the request pipeline: artifacts → decide → plan → execute → render.
 
 ``apply_context_engine`` rewrites the history window in place (processed tool results, one
-context block before the newest user message) and returns what it did; ``annotate`` writes
-that into the request's ContextUtilization once the window has been assembled.
+context block before the newest user message) and returns what it did, with the budget of the
+rewritten turn; ``annotate`` writes that into the request's ContextUtilization once the window
+has been assembled.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ _SUMMARY_INPUT_CHARS = 200_000
 
 @dataclass(slots=True)
 class EngineResult:
+    """What the engine did. ``budget``: the one it was given, with ``current`` of the turn as
+    rewritten (the same budget when there was nothing to process)."""
+
+    budget: TokenBudget
     artifacts: list[Artifact] = field(default_factory=list)
     execution: ExecutionResult | None = None
     strategy: str = "simple"
@@ -322,7 +327,7 @@ async def apply_context_engine(
     state: EngineServices, request: ChatCompletionRequest, tenant_id: str, turn: EngineWindow
 ) -> EngineResult:
     """Process the request's artifacts within the budget and rewrite ``turn.window`` in place
-    (see ``EngineWindow``)."""
+    (see ``EngineWindow``); the result's budget has ``current`` of the rewritten turn."""
     window, budget, attachments = turn.window, turn.budget, turn.attachments
     historical_turns = turn.historical_turns
     turns_back = state.settings.historical_turns if historical_turns is None else historical_turns
@@ -334,6 +339,7 @@ async def apply_context_engine(
     artifacts = context.all_artifacts()
     # A planner/summarizer/embedding model without a route: said on every request it affects.
     result = EngineResult(
+        budget=budget,
         artifacts=artifacts,
         goal=request.context.goal,
         notes=helper_models(state).notes(request.model),
@@ -390,5 +396,5 @@ async def apply_context_engine(
             window.current, block, state.tokens, request.model
         )
     result.artifact_tokens = current_tokens + block_tokens
-    budget.current = window.current_tokens  # the rewritten turn is what will be sent
+    result.budget = budget.with_current(window.current_tokens)  # the rewritten turn is sent
     return result

@@ -28,12 +28,12 @@ class EngineServices(Protocol):
     helpers: HelperModels | None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class EngineWindow:
-    """The loaded window (rewritten in place; ``budget.current`` follows the rewritten turn)
-    and the request's attachments. ``historical_turns``: how many past turns' tool results may
-    be reprocessed (None: the setting; 0 under the cache-aware fit, which keeps history
-    byte-stable instead)."""
+    """The loaded window (rewritten in place), the budget it is planned within (the engine's
+    result carries it with ``current`` of the rewritten turn) and the request's attachments.
+    ``historical_turns``: how many past turns' tool results may be reprocessed (None: the
+    setting; 0 under the cache-aware fit, which keeps history byte-stable instead)."""
 
     window: HistoryWindow
     budget: TokenBudget

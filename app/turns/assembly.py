@@ -48,8 +48,12 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Loaded:
+    """What the read transaction loaded for the assembly: the window, memory, attachments, and
+    the budget with memory's part reserved (and the current turn as a rebase cleared it)."""
+
+    budget: TokenBudget
     window: HistoryWindow
     memory: MemoryContext
     attachments: list[Artifact]
@@ -57,8 +61,12 @@ class Loaded:
     clearing: LoopClearing | None  # a rebase's cleared loop results
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Assembly:
+    """The assembled prompt and what made it; ``budget``: the one it was assembled within
+    (``current`` as the context engine rewrote the turn)."""
+
+    budget: TokenBudget
     assembled: AssembledContext
     engine: EngineResult
     memory: MemoryContext
@@ -88,14 +96,16 @@ async def load_assembly(
     marks: Watermarks | None,
 ) -> Loaded:
     """``rewrite``: compaction may run and the bundle is rebuilt; ``marks``: a rebase of the
-    prompt owner (the loop's old tool results are cleared down to the low-water mark)."""
-    resolved, new, budget, policy = read.resolved, read.new, read.budget, read.policy
+    prompt owner (the loop's old tool results are cleared down to the low-water mark). The
+    result's budget is ``read.budget`` with memory's part and the current turn as loaded."""
+    resolved, new, policy = read.resolved, read.new, read.policy
     request = context.request
     model = request.model
     stored = stored_cache_state(resolved) if policy.enabled else None
-    turn = MemoryTurn(context, resolved, new, budget)
+    turn = MemoryTurn(context, resolved, new, read.budget)
     memory = await prepare_memory(state, session, turn, rewrite=rewrite)
-    budget.memory = memory.reserved_tokens
+    # The window is loaded with the bundle and the memories reserved; the frozen block after.
+    budget = read.budget.with_memory(memory.reserved_tokens)
     spec = WindowSpec(
         shape=read.shape,
         budget=budget,
@@ -109,7 +119,7 @@ async def load_assembly(
     if read.own_system is not None:
         window.system.insert(0, read.own_system)
     memory.frozen_tokens = frozen_prefix_tokens(state, window.current, model)
-    budget.memory += memory.frozen_tokens
+    budget = budget.with_memory(budget.memory + memory.frozen_tokens)
     clearing = None
     if marks is not None:
         others = REPLY_PRIMER + budget.system + budget.tools + budget.memory
@@ -120,11 +130,11 @@ async def load_assembly(
             count=lambda message: state.tokens.count_message(message, model),
         )
         window.current = clearing.messages
-        budget.current = window.current_tokens
+        budget = budget.with_current(window.current_tokens)
     attachments = await attachment_service.artifacts(
         session, context.caller.tenant_id, request.attachments
     )
-    return Loaded(window, memory, attachments, stored, clearing)
+    return Loaded(budget, window, memory, attachments, stored, clearing)
 
 
 async def build_assembly(
@@ -132,16 +142,19 @@ async def build_assembly(
     context: TurnContext,
     loaded: Loaded,
     *,
-    budget: TokenBudget,
     policy: CachePolicy,
     force_rebase: bool,
 ) -> Assembly:
-    """Plan the artifacts, fit the history, render (outside the read transaction)."""
+    """Plan the artifacts, fit the history, render (outside the read transaction), within
+    ``loaded.budget``; the history is fitted to the budget after the engine's rewrite."""
     request = context.request
     model = request.model
     window, memory, stored = loaded.window, loaded.memory, loaded.stored
-    turn = EngineWindow(window, budget, loaded.attachments, historical_turns=0 if stored else None)
+    turn = EngineWindow(
+        window, loaded.budget, loaded.attachments, historical_turns=0 if stored else None
+    )
     engine = await apply_context_engine(state, request, context.caller.tenant_id, turn)
+    budget = engine.budget  # ``current``: the rewritten turn, which is what will be sent
     assembled = assemble(
         AssemblyInput(
             model=model,
@@ -168,7 +181,7 @@ async def build_assembly(
         )
     )
     engine.annotate(assembled.utilization)
-    return Assembly(assembled, engine, memory, window, stored)
+    return Assembly(budget, assembled, engine, memory, window, stored)
 
 
 async def finish_memory(
@@ -177,10 +190,9 @@ async def finish_memory(
     resolved: ResolvedConversation,
     assembly: Assembly,
     new: list[ConversationMessage],
-    budget: TokenBudget,
 ) -> None:
     """Recall for a new user message, then the bundle and the per-turn block, frozen with it."""
-    memory, assembled = assembly.memory, assembly.assembled
+    memory, assembled, budget = assembly.memory, assembly.assembled, assembly.budget
     if any(message.role == "user" for message in new):
         # Per-turn context is made for a new user message, then stays frozen with it: a
         # tool-loop call resends that message as it was sent, never with a new block.

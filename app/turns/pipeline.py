@@ -138,7 +138,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         output_tokens_requested=request.output_tokens_requested,
         policy=_budget_policy(state),
     )
-    budget = TokenBudget(
+    unmeasured = TokenBudget(
         calibration.own_budget(provider_budget),
         # Sent with every call and never trimmed: counted once (cached by the tools' hash).
         tools=await count_tools(state.tokens, _tool_definitions(request), model),
@@ -172,8 +172,8 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
             )
         ]
         shape = measure_turn(resolved, new)  # numbers the new messages
-        read = TurnRead(resolved, new, shape, own_system, budget, policy)
-        read.measure_budget()
+        read = TurnRead(resolved, new, shape, own_system, unmeasured, policy).measured()
+        budget = read.budget  # the measured one; the assembly returns its own (Loaded.budget)
         marks = Watermarks.of(budget.total, policy, fixed=budget.system + budget.tools)
         ledger = None
         if resolved.ledger_read:  # read with the conversation, in the same statement

@@ -5,7 +5,7 @@ stored conversation (``continuation``)."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -34,8 +34,9 @@ __all__ = [
 class TurnRead:
     """Stage 1's result, read once and handed to every later stage: the conversation the turn
     continues, its new messages (numbered), their shape, the request's own system prompt, the
-    budget and the cache policy. Only the budget's slices are filled in as stages measure them
-    (``measure_budget``; memory and the rewritten turn later)."""
+    budget and the cache policy. ``measured`` gives the read with the budget's slices that the
+    turn's shape alone says; later stages return their own budget (memory and the rewritten
+    turn: ``Loaded.budget``, ``EngineResult.budget``) and never change this one."""
 
     resolved: ResolvedConversation
     new: list[ConversationMessage]
@@ -44,12 +45,14 @@ class TurnRead:
     budget: TokenBudget
     policy: CachePolicy
 
-    def measure_budget(self) -> None:
-        """The budget's slices from the turn's shape alone (again at a late rebase)."""
-        budget, shape = self.budget, self.shape
-        budget.system, budget.current, budget.memory = shape.system_tokens, shape.current_tokens, 0
+    def measured(self) -> TurnRead:
+        """This read with the budget's slices from the turn's shape alone: the system prompt
+        (the request's own included) and the current turn; nothing for memory yet."""
+        shape, system = self.shape, self.shape.system_tokens
         if self.own_system is not None:
-            budget.system += self.own_system.token_count
+            system += self.own_system.token_count
+        budget = self.budget.with_system(system).with_current(shape.current_tokens)
+        return replace(self, budget=budget.with_memory(0))
 
 
 def continuation(

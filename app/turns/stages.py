@@ -50,7 +50,7 @@ async def rebase_after_all(
     decision = Decision(False, reason, None, kept.decision.ledger.epoch + 1)
     for message in read.new:
         message.context_prefix = None
-    read.measure_budget()
+    # ``read.budget`` is still the measured one: the first assembly returned its own budget.
     async with state.database.reading() as session:
         loaded = await load_assembly(state, context, session, read, rewrite=True, marks=marks)
     return await assemble_prompt(state, context, read, loaded, decision)
@@ -94,16 +94,15 @@ async def assemble_prompt(
 ) -> Built:
     """Stage 2b: the prompt assembled from storage; a kept prompt takes only its tail."""
     request = context.request
-    resolved, new, budget = read.resolved, read.new, read.budget
+    resolved, new = read.resolved, read.new
     assembly = await build_assembly(
         state,
         context,
         loaded,
-        budget=budget,
         policy=read.policy,
         force_rebase=decision.rebase and decision.epoch > 0,
     )
-    await finish_memory(state, context, resolved, assembly, new, budget)
+    await finish_memory(state, context, resolved, assembly, new)
     assembled = assembly.assembled
     utilization = assembled.utilization
     sources = [*assembly.window.history, *assembly.window.current]
@@ -111,7 +110,7 @@ async def assemble_prompt(
     if ledger is not None:
         index = answer_index(assembled, ledger.answer_sequence)
         if index is not None:
-            return append_turn(state, request.model, assembly, index, ledger, budget)
+            return append_turn(state, request.model, assembly, index, ledger)
         decision = Decision(
             False, "the previous answer is not in the prompt", None, ledger.epoch + 1
         )
@@ -149,12 +148,11 @@ def append_turn(
     assembly: Assembly,
     index: int,
     ledger: Ledger,
-    budget: TokenBudget,
 ) -> Built:
     """A new user turn on a kept prompt: the previous answer and what follows it (the new user
     message with its per-turn block: the memories and recalled messages) appended to the
     ledger."""
-    assembled = assembly.assembled
+    assembled, budget = assembly.assembled, assembly.budget
     sources = [*assembly.window.history, *assembly.window.current]
     turn_memory = assembly.memory.context_tokens + assembly.memory.recall.tokens
     tail = assembled.messages[index:]
