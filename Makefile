@@ -114,9 +114,21 @@ PG_SUITE ?= tests/chat/test_chat_inprocess.py tests/conversations/test_append_co
 	tests/llm/test_transports.py tests/e2e tests/memories tests/compaction tests/recall \
 	tests/embedders tests/reliability tests/perf tests/scale
 
+# The two passes run side by side (each starts its own servers on free ports, in temporary
+# directories): the PostgreSQL pass writes to $(PG_LOG), printed when both are done.
+PG_LOG := test-artifacts/postgres-pass.log
+
 test: install system-deps agents lint typecheck
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
-	CONTEXTGATE_TEST_BACKEND=postgres $(VENV)/bin/pytest -m "not postgres" $(PYTEST_ARGS) $(PG_SUITE)
+	@mkdir -p $(dir $(PG_LOG))
+	@echo "pytest: the PostgreSQL pass runs alongside, its output follows at the end ($(PG_LOG))"
+	@CONTEXTGATE_TEST_BACKEND=postgres $(VENV)/bin/pytest -m "not postgres" $(PYTEST_ARGS) \
+		$(PG_SUITE) > $(PG_LOG) 2>&1 & postgres_pass=$$!; \
+	$(VENV)/bin/pytest $(PYTEST_ARGS); sqlite=$$?; \
+	wait $$postgres_pass; postgres=$$?; \
+	echo "==== the PostgreSQL pass (CONTEXTGATE_TEST_BACKEND=postgres $(PG_SUITE)) ===="; \
+	cat $(PG_LOG); \
+	echo "make test: SQLite pass exit $$sqlite, PostgreSQL pass exit $$postgres"; \
+	exit $$(( sqlite || postgres ))
 
 bench: install
 	$(PY) -m bench.run
