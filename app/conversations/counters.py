@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from app.conversations.rows import CounterValues
 from app.db.models import Conversation
 
 __all__ = ["Counters"]
@@ -41,7 +41,7 @@ class Counters:
             head_hash=conversation.head_hash,
         )
 
-    def counters(self) -> dict[str, Any]:
+    def counters(self) -> CounterValues:
         return {
             "message_count": self.message_count,
             "total_tokens": self.total_tokens,

@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.conversations.rows import MessageRow
 
 __all__ = ["EdgeCache", "Edges"]
 
@@ -61,7 +64,7 @@ class EdgeCache:
         before: str,
         before_count: int,
         system_count: int,
-        rows: Sequence[dict[str, Any]],
+        rows: Sequence[MessageRow],
     ) -> None:
         """``rows`` (as stored) went after the sequence whose chain hash is ``before``
         (``before_count`` messages); ``system_count``: the stored system prompt's length now.
@@ -83,7 +86,7 @@ class EdgeCache:
         known.tail = known.tail + [r["content_hash"] for r in rows]
         for row in rows:
             if row["role"] == "assistant":
-                for call in row.get("tool_calls") or []:
+                for call in row["tool_calls"] or []:
                     known.calls[str(call.get("id"))] = row["turn_number"]
         while len(known.calls) > CALLS:
             known.calls.pop(next(iter(known.calls)))

@@ -11,10 +11,13 @@ every message up to that point. No shortcut over the first characters: those col
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 import orjson
+
+if TYPE_CHECKING:
+    from app.wire.chat import ToolCall
 
 __all__ = [
     "canonical_message",
@@ -26,7 +29,7 @@ __all__ = [
 ]
 
 
-def _canonical_content(content: Any) -> Any:
+def _canonical_content(content: object) -> object:
     if content is None or content == "":
         return None
     if isinstance(content, list):
@@ -40,7 +43,7 @@ def _canonical_content(content: Any) -> Any:
     return content
 
 
-def _canonical_arguments(arguments: Any) -> Any:
+def _canonical_arguments(arguments: object) -> object:
     """Arguments as the JSON value they encode: a client that echoes a call back as an object
     (Anthropic's ``tool_use.input``) re-serializes it with its own spacing and key order."""
     if not arguments:
@@ -53,7 +56,7 @@ def _canonical_arguments(arguments: Any) -> Any:
         return arguments
 
 
-def _canonical_tool_calls(tool_calls: Any) -> list[dict[str, Any]] | None:
+def _canonical_tool_calls(tool_calls: Sequence[ToolCall] | None) -> list[dict[str, object]] | None:
     if not tool_calls:
         return None
     calls = []
@@ -69,14 +72,15 @@ def _canonical_tool_calls(tool_calls: Any) -> list[dict[str, Any]] | None:
     return calls
 
 
-def canonical_message(message: dict[str, Any]) -> dict[str, Any]:
-    canonical: dict[str, Any] = {
+def canonical_message(message: Mapping[str, object]) -> dict[str, object]:
+    """What a message's hash covers (any message: a client's, as sent, or a stored one)."""
+    canonical: dict[str, object] = {
         "role": message.get("role"),
         "content": _canonical_content(message.get("content")),
     }
     if message.get("name"):
         canonical["name"] = message["name"]
-    tool_calls = _canonical_tool_calls(message.get("tool_calls"))
+    tool_calls = _canonical_tool_calls(cast("list[ToolCall] | None", message.get("tool_calls")))
     if tool_calls:
         canonical["tool_calls"] = tool_calls
     if message.get("tool_call_id"):
@@ -84,7 +88,7 @@ def canonical_message(message: dict[str, Any]) -> dict[str, Any]:
     return canonical
 
 
-def content_hash(message: dict[str, Any]) -> str:
+def content_hash(message: Mapping[str, object]) -> str:
     """The message's hash; a long text message's is remembered by content (an agent resends
     its whole history on every call: each tool result is hashed once)."""
     content = message.get("content")
@@ -105,7 +109,7 @@ def content_hash(message: dict[str, Any]) -> str:
     return found
 
 
-def _digest(message: dict[str, Any]) -> str:
+def _digest(message: Mapping[str, object]) -> str:
     data = orjson.dumps(canonical_message(message), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(data).hexdigest()
 
@@ -114,7 +118,7 @@ def _digest(message: dict[str, Any]) -> str:
 # them (role, the text's length and hash, name, tool_call_id): like token counts (tokens.py).
 REMEMBER_CHARS = 1024
 _REMEMBERED = 16_384
-_remembered: dict[tuple[Any, ...], str] = {}
+_remembered: dict[tuple[object, ...], str] = {}
 
 
 def extend_chain(previous: str, message_hash: str) -> str:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import Insert, Table, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.conversations.rows import ResponseItemRow
 from app.db.models import Message, PromptLedgerRow, ResponseItem, utcnow
 from app.db.repository import TenantScope
 
@@ -97,7 +98,7 @@ class ItemsRepository:
         )
         return {row.id: row for row in (await session.execute(statement)).scalars()}
 
-    async def record(self, session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    async def record(self, session: AsyncSession, rows: list[ResponseItemRow]) -> None:
         """Insert the rows; an id recorded already keeps its first place (never fails a turn)."""
         if not rows:
             return

@@ -7,13 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from app.conversations.fields import StoredContent, StoredThinkingBlock, StoredToolCall
+
 if TYPE_CHECKING:
     from app.db.models import Message
+    from app.wire.chat import AssistantContent, MessageContent
 
 __all__ = [
     "ConversationMessage",
     "ReasoningStep",
     "HISTORY_COLUMNS",
+    "HistoryColumns",
     "prefixed",
     "attach_reasoning_steps",
     "from_history_row",
@@ -28,18 +32,18 @@ class ReasoningStep(BaseModel):
     tool_call_id: str
     tool_name: str | None = None
     arguments: str | None = None
-    result: Any = None
+    result: StoredContent = None
     result_sequence_number: int | None = None
 
 
 class ConversationMessage(BaseModel):
     role: str
-    content: Any = None
+    content: StoredContent = None
     name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[StoredToolCall] | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
-    thinking_blocks: list[dict[str, Any]] | None = None
+    thinking_blocks: list[StoredThinkingBlock] | None = None
     # Per-turn context (memories, date, recalled messages) sent before this user message when
     # it was new; resent with it, byte for byte, so the prompt's prefix stays cacheable.
     context_prefix: str | None = None
@@ -82,7 +86,7 @@ class ConversationMessage(BaseModel):
         return message
 
 
-def prefixed(content: Any, prefix: str) -> Any:
+def prefixed(content: AssistantContent, prefix: str) -> MessageContent:
     """``content`` with ``prefix`` before it: a text part first, or a paragraph first."""
     if isinstance(content, list):
         return [{"type": "text", "text": prefix}, *content]
@@ -139,6 +143,24 @@ HISTORY_COLUMNS = (
     "content_hash",
     "prompt_hash",
 )
+# Such a row, typed as the columns are (what ``from_history_row`` reads).
+HistoryColumns = tuple[
+    str,  # role
+    StoredContent,
+    str | None,  # name
+    list[StoredToolCall] | None,
+    str | None,  # tool_call_id
+    str | None,  # reasoning_content
+    list[StoredThinkingBlock] | None,
+    str | None,  # context_prefix
+    int,  # sequence_number
+    int,  # turn_number
+    int,  # token_count
+    int,  # start_tokens
+    str,  # status
+    str,  # content_hash
+    str | None,  # prompt_hash
+]
 
 
 def to_conversation_message(row: Message) -> ConversationMessage:
@@ -146,7 +168,7 @@ def to_conversation_message(row: Message) -> ConversationMessage:
     return from_history_row(tuple(getattr(row, name) for name in HISTORY_COLUMNS))
 
 
-def from_history_row(row: Sequence[Any]) -> ConversationMessage:
+def from_history_row(row: Sequence[object]) -> ConversationMessage:
     """A row of ``HISTORY_COLUMNS``, unvalidated. Unpacked by position: reading a row's 15
     columns by name cost more than the rest of building the message, for every message of the
     window on every turn."""
@@ -194,7 +216,7 @@ _ALL_FIELDS = frozenset(ConversationMessage.model_fields)
 _set = object.__setattr__
 
 
-def _construct(values: dict[str, Any]) -> ConversationMessage:
+def _construct(values: dict[str, object]) -> ConversationMessage:
     """``ConversationMessage.model_construct(**values)`` for a complete set of fields, without
     its per-field default handling: a conversation's history is built this way every turn."""
     message = ConversationMessage.__new__(ConversationMessage)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import (
     CompoundSelect,
@@ -27,7 +27,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from app.conversations.messages import HISTORY_COLUMNS
+from app.conversations.messages import HISTORY_COLUMNS, HistoryColumns
+from app.conversations.rows import MessageRow
 from app.db.models import Conversation, ConversationSummaryRow, Message, PromptLedgerRow
 from app.db.models.base import utcnow
 from app.db.repository import TenantRepository
@@ -56,8 +57,8 @@ class ConversationRepository(TenantRepository[Conversation]):
         session: AsyncSession,
         tenant_id: str,
         conversation_id: str,
-        expected: dict[str, Any],
-        values: dict[str, Any],
+        expected: Mapping[str, object],
+        values: Mapping[str, object],
     ) -> bool:
         """Set ``values`` on the conversation if its columns still equal ``expected``."""
         statement = _guarded_update(tuple(expected), tuple(values))
@@ -68,7 +69,7 @@ class ConversationRepository(TenantRepository[Conversation]):
         result = await connection.execute(statement, params)
         return bool(result.rowcount == 1)
 
-    async def insert_messages(self, session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    async def insert_messages(self, session: AsyncSession, rows: list[MessageRow]) -> None:
         """One executemany of whole message rows (every row has every column)."""
         connection = await session.connection()
         await connection.execute(_INSERT_MESSAGE, rows)
@@ -154,14 +155,14 @@ class ConversationRepository(TenantRepository[Conversation]):
         cut: int,
         min_turn: int | None = None,
         first_sequence: int = 0,
-    ) -> Sequence[Row[Any]]:
+    ) -> Sequence[Row[*HistoryColumns]]:
         """The system prompt plus every message from absolute token position ``cut`` on.
 
         One indexed range query: its cost follows what can be sent, not the history's length.
         ``min_turn`` also loads whole recent turns (from ``first_sequence`` on) before the cut,
         so the context engine can shrink their tool results instead of losing them.
         """
-        params: dict[str, Any] = {
+        params: dict[str, object] = {
             "conversation_id": conversation_id,
             "system_count": system_count,
             "cut": cut,
@@ -170,7 +171,7 @@ class ConversationRepository(TenantRepository[Conversation]):
         }
         connection = await session.connection()
         result = await connection.execute(_context_statement(min_turn is not None), params)
-        rows: Sequence[Row[Any]] = result.all()
+        rows: Sequence[Row[*HistoryColumns]] = result.all()
         return rows
 
     async def tool_call_turns(
@@ -193,7 +194,7 @@ class ConversationRepository(TenantRepository[Conversation]):
 
     async def messages_from(
         self, session: AsyncSession, conversation_id: str, first_sequence: int
-    ) -> Sequence[Row[Any]]:
+    ) -> Sequence[Row[*HistoryColumns]]:
         """The ``HISTORY_COLUMNS`` of the messages from ``first_sequence`` on (a tool loop's
         newest answer, for the prompt owner's append: one indexed range query)."""
         columns = [getattr(Message, name) for name in HISTORY_COLUMNS]
@@ -305,7 +306,7 @@ _BY_HEADS = (
 )
 
 
-def _edge_hashes() -> CompoundSelect[Any]:
+def _edge_hashes() -> CompoundSelect[int, int, str]:
     c = _messages.c
     last = (
         select(
@@ -331,7 +332,7 @@ _EDGE_HASHES = _edge_hashes()
 
 
 @lru_cache(maxsize=2)
-def _context_statement(with_recent_turns: bool) -> Select[Any]:
+def _context_statement(with_recent_turns: bool) -> Select[*HistoryColumns]:
     """See ``context_messages``: one indexed range per condition, united; columns, not
     entities (no identity map or instrumented instances for what is only read)."""
     c = _messages.c

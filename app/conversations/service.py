@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -23,6 +23,7 @@ from app.conversations.messages import (
 )
 from app.conversations.repository import conversation_repository as repository
 from app.conversations.resolved import HeadMoved, ResolvedConversation
+from app.conversations.rows import MessageRow
 from app.conversations.stamp import Stamp
 from app.core.errors import NotFound
 from app.db.models import Conversation, PromptLedgerRow, new_id
@@ -56,7 +57,7 @@ class ConversationService:
         self,
         session: AsyncSession,
         tenant_id: str,
-        incoming: list[dict[str, Any]],
+        incoming: Sequence[Mapping[str, object]],
         incoming_hashes: list[str],
         conversation_id: str | None,
         *,
@@ -240,7 +241,7 @@ class ConversationService:
         rows = [
             self._next_row(draft, message, stamp.request_id, call_turns) for message in messages
         ]
-        values: dict[str, Any] = {**draft.counters(), "model": stamp.model}
+        values: dict[str, object] = {**draft.counters(), "model": stamp.model}
         if stamp.prompt_tokens is not None:
             values["last_prompt_tokens"] = stamp.prompt_tokens
         if stamp.cache_state is not None:
@@ -289,7 +290,7 @@ class ConversationService:
         message: ConversationMessage,
         request_id: str | None,
         call_turns: dict[str, int],
-    ) -> dict[str, Any]:
+    ) -> MessageRow:
         sequence = conversation.message_count
         start = conversation.total_tokens
         message_hash = message.content_hash or content_hash(message.to_openai())

@@ -33,7 +33,7 @@ from app.responses.translate import chat_messages, chat_params, input_items
 from app.state import AppState
 from app.turns.prepared import Prepared
 from app.turns.service import TurnResult
-from app.wire.chat import ChatMessage, ThinkingBlockParam
+from app.wire.chat import ChatMessage
 from app.wire.json import JSONObject
 from app.wire.responses import CompactionItem, ResponseOutput
 
@@ -155,8 +155,7 @@ class NewResponse:
     ) -> None:
         """The RecordHook: store the response with the turn."""
         if self.renderer is not None:
-            stored = cast(list[ThinkingBlockParam] | None, answer.thinking_blocks)  # as given
-            output = self.renderer.output(stored)
+            output = self.renderer.output(answer.thinking_blocks)  # as given
         else:
             output = self._output(cast(ChatMessage, answer.model_dump(exclude_none=True)))
         output += self.compaction_output(prepared)
