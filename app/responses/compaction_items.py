@@ -10,7 +10,8 @@ with the items after it, and the pipeline sends its summaries, raw tail and reca
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,7 +59,7 @@ def compaction_item(
     }
 
 
-def trigger_index(items: list[Any]) -> int | None:
+def trigger_index(items: Sequence[object]) -> int | None:
     """Where the input's compaction trigger is; only last is it meaningful (else a 400)."""
     found = [i for i, item in enumerate(items) if isinstance(item, CompactionTriggerItem)]
     if not found:

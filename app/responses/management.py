@@ -13,7 +13,7 @@ Each decision is said in ``context_utilization.notes``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from app.core.errors import BadRequest
 from app.core.settings import Settings
@@ -23,7 +23,7 @@ from app.responses.schemas import ResponsesRequest
 __all__ = ["compact_threshold", "managed_context"]
 
 
-def compact_threshold(entries: list[dict[str, Any]] | None) -> int | None:
+def compact_threshold(entries: Sequence[Mapping[str, object]] | None) -> int | None:
     """The compaction threshold of ``context_management``, validated (a 400 otherwise)."""
     threshold: int | None = None
     for index, entry in enumerate(entries or ()):

@@ -9,7 +9,7 @@ Streamed, the provider's typed events are passed on in order, renumbered; the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from app.llm.native_responses import NativeRequest
 from app.responses.objects import ResponseStatus, incomplete_reason
@@ -54,12 +54,21 @@ def client_output(items: list[JSONObject], encrypted: bool) -> list[ResponseOutp
     return [_for_client(item, encrypted) for item in items]
 
 
+class RendererOpening(TypedDict):
+    """What a ``ResponsesRenderer`` is opened with (its keyword parameters)."""
+
+    response_id: str
+    created_at: int
+    echo: JSONObject
+    conversation_id: str | None
+
+
 class NativeRenderer(ResponsesRenderer):
     """A ResponsesRenderer that passes a native stream's typed events on; a turn that went
     through the chat form after all (no Responses API upstream) renders as its parent does."""
 
-    def __init__(self, *, encrypted: bool, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, encrypted: bool, **opening: Unpack[RendererOpening]) -> None:
+        super().__init__(**opening)
         self.encrypted = encrypted
         self.native = False
         self.done_items: dict[int, ResponseOutput] = {}

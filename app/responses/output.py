@@ -10,7 +10,7 @@ import base64
 import binascii
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
 import orjson
 
@@ -74,7 +74,7 @@ def decode_reasoning(encrypted: str | None) -> list[ThinkingBlockParam] | None:
 def reasoning_item(
     item: str, reasoning: str | None, thinking_blocks: Sequence[ThinkingBlockParam] | None
 ) -> ReasoningItem:
-    blocks: Sequence[Mapping[str, Any]] = thinking_blocks or ()
+    blocks: Sequence[Mapping[str, object]] = thinking_blocks or ()
     text = reasoning or "".join(str(b.get("thinking") or "") for b in blocks)
     data: ReasoningItem = {
         "id": item,
@@ -94,7 +94,7 @@ def message_item(item: str, text: str, status: ItemStatus = "completed") -> Mess
 def function_call_item(
     item: str, call: ToolCall, status: ItemStatus = "completed"
 ) -> FunctionCallItem:
-    function: Mapping[str, Any] = call.get("function") or {}
+    function: Mapping[str, object] = call.get("function") or {}
     return {
         "id": item,
         "type": "function_call",
@@ -116,7 +116,7 @@ def output_items(message: ChatMessage) -> list[OutputItem]:
         )
     content = message.get("content")
     if isinstance(content, list):
-        parts: list[Mapping[str, Any]] = list(content)
+        parts: list[Mapping[str, object]] = list(content)
         content = "".join(str(p.get("text") or "") for p in parts if isinstance(p, dict))
     if content:
         items.append(message_item(item_id("msg"), content))
@@ -126,7 +126,7 @@ def output_items(message: ChatMessage) -> list[OutputItem]:
 
 
 def response_usage(usage: Usage | None) -> ResponsesUsage:
-    raw: Mapping[str, Any] = usage.raw if usage else {}
+    raw = usage.raw if usage else {}
     prompt = usage.prompt_tokens if usage else 0
     completion = usage.completion_tokens if usage else 0
     cache = prompt_cache(raw)

@@ -11,7 +11,6 @@ output item ids are recorded with the response (``record_output_items``) for thi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pydantic import TypeAdapter
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -33,7 +32,7 @@ __all__ = [
     "resolve_request",
 ]
 
-_ITEM: TypeAdapter[Any] = TypeAdapter(InputItem)
+_ITEM: TypeAdapter[InputItem] = TypeAdapter(InputItem)
 # The output items that render the stored answer (others, such as a compaction item, do not
 # belong to its message and are not recorded).
 _MESSAGE_ITEMS = ("reasoning", "message", "function_call")
@@ -166,7 +165,7 @@ async def record_output_items(
     response_id: str,
     conversation_id: str,
     sequence_number: int,
-    output: Sequence[Mapping[str, Any]],
+    output: Sequence[Mapping[str, object]],
 ) -> None:
     """Remember where each output item of a stored Response lives (in the turn's transaction):
     its place among the answer's items, as ``message_items`` renders the stored answer."""

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import Table, insert, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import ResponseRecord
 from app.db.repository import TenantRepository
+from app.responses.rows import ResponseRow
 
 __all__ = ["ResponseRepository", "response_repository"]
 
 
 class ResponseRepository(TenantRepository[ResponseRecord]):
-    async def insert(self, session: AsyncSession, row: dict[str, Any]) -> None:
+    async def insert(self, session: AsyncSession, row: ResponseRow) -> None:
         """A plain INSERT in the transaction that stores the turn (no unit of work)."""
         connection = await session.connection()
         await connection.execute(_INSERT, row)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -150,7 +150,7 @@ async def list_input_items(
     after: str | None = None,
 ) -> Response:
     record = await response_service.get(state.database, caller.tenant_id, response_id)
-    items: list[dict[str, Any]] = list(record.input_items)
+    items = list(record.input_items)
     if order == "desc":
         items.reverse()
     if after is not None:

@@ -6,13 +6,14 @@ Only what contextgate translates is modelled strictly; unknown keys inside an it
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from app.protocol.bounds import MAX_USER_CHARS, Metadata, check_extra_size
 from app.protocol.chat import AttachmentRef, ContextOptions
 from app.responses.compaction_items import CompactionItem, CompactionTriggerItem
+from app.wire.json import JSONObject
 
 __all__ = [
     "ContentPart",
@@ -85,7 +86,7 @@ class ReasoningItem(_Open):
     type: Literal["reasoning"]
     id: str | None = None
     summary: list[SummaryText] = Field(default_factory=list)
-    content: list[dict[str, Any]] | None = None
+    content: list[JSONObject] | None = None
     encrypted_content: str | None = None
     status: str | None = None
 
@@ -98,7 +99,7 @@ class ItemReference(_Open):
     id: str = Field(min_length=1)
 
 
-def _item_kind(value: Any) -> str:
+def _item_kind(value: object) -> str:
     if isinstance(value, dict):
         return str(value.get("type") or "message")
     return str(getattr(value, "type", "message"))
@@ -129,7 +130,7 @@ class FunctionTool(_Open):
     type: Literal["function"]
     name: str = Field(min_length=1)
     description: str | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: JSONObject | None = None  # a JSON schema, passed on
     strict: bool | None = None
 
 
@@ -149,21 +150,21 @@ class ResponsesRequest(BaseModel):
     previous_response_id: str | None = None
     # Function tools (also inside ``namespace`` tools); hosted tools (web_search, …) go on to
     # OpenAI models (app/llm/native_responses.py) only: a chat upstream cannot run them.
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
+    tools: list[JSONObject] | None = None
+    tool_choice: Literal["auto", "none", "required"] | JSONObject | None = None
     store: bool = True
     stream: bool = False
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
     metadata: Metadata | None = None
-    reasoning: dict[str, Any] | None = None
+    reasoning: JSONObject | None = None
     truncation: Literal["auto", "disabled"] | None = None
     # [{"type": "compaction", "compact_threshold": N}]: management.py maps it onto the budget.
-    context_management: list[dict[str, Any]] | None = None
+    context_management: list[JSONObject] | None = None
     parallel_tool_calls: bool | None = None
     user: str | None = Field(default=None, max_length=MAX_USER_CHARS)
-    text: dict[str, Any] | None = None
+    text: JSONObject | None = None
     # The stored conversation this turn continues (an id, or {"id": …}); echoed as
     # {"id": …} in the Response. contextgate's ``conversation_id`` says the same.
     conversation: str | ConversationParam | None = None

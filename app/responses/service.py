@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any, cast
+from typing import cast
 
+from app.conversations.messages import ConversationMessage
 from app.conversations.repository import conversation_repository
 from app.conversations.service import conversation_service
 from app.core.database import Database
@@ -108,10 +109,10 @@ class ResponseService:
         )
 
 
-def _resent(message: Any, newest_user: bool) -> ChatMessage:
+def _resent(message: ConversationMessage, newest_user: bool) -> ChatMessage:
     """A stored message as the continuation resends it (per-turn context with the newest user
     message only, as the pipeline sends it)."""
-    data: dict[str, Any] = message.to_openai(with_prefix=newest_user)
+    data = message.to_openai(with_prefix=newest_user)
     for key in _REASONING:
         value = getattr(message, key, None)
         if value:

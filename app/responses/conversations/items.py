@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
+from app.conversations.fields import StoredContent
 from app.db.models import Message
 from app.llm.responses_items import input_part
 from app.responses.output import function_call_item, message_item, reasoning_item
@@ -62,7 +63,7 @@ def parse_derived_id(item_id: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
-def _input_content(content: Any) -> list[InputContentPart]:
+def _input_content(content: StoredContent) -> list[InputContentPart]:
     if isinstance(content, list):
         return [input_part(part) for part in content]
     return [{"type": "input_text", "text": text_of(content)}]

@@ -4,7 +4,7 @@ delete (``/v1/conversations/{id}/items``). Shapes: Responses items
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
@@ -16,11 +16,12 @@ from app.responses.conversations.items import StoredItem
 from app.responses.conversations.items_service import items_service
 from app.responses.conversations.schemas import ConversationSummary, ItemsCreate
 from app.state import StateDep
+from app.wire.json import JSONObject
 
 router = APIRouter(prefix="/v1/conversations/{conversation_id}/items", tags=["conversations"])
 
 
-def _page(items: list[StoredItem], has_more: bool = False) -> dict[str, Any]:
+def _page(items: list[StoredItem], has_more: bool = False) -> JSONObject:
     data = [stored.item for stored in items]
     return {
         "object": "list",
@@ -43,7 +44,7 @@ class ItemsPage(BaseModel):
 @router.get("")
 async def list_items(
     conversation_id: str, caller: CallerDep, state: StateDep, page: Annotated[ItemsPage, Query()]
-) -> dict[str, Any]:
+) -> JSONObject:
     limit, order, after = page.limit, page.order, page.after
     async with state.database.reading() as session:
         conversation = await conversation_service.get(session, caller.tenant_id, conversation_id)
@@ -59,7 +60,7 @@ async def list_items(
 @router.post("")
 async def create_items(
     conversation_id: str, caller: CallerDep, state: StateDep, body: ItemsCreate | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     async with state.database.writing() as session:
         if body is None:  # someone else's id is a 404 before the body is looked at
             await conversation_service.get(session, caller.tenant_id, conversation_id)
@@ -78,7 +79,7 @@ async def create_items(
 @router.get("/{item_id}")
 async def get_item(
     conversation_id: str, item_id: str, caller: CallerDep, state: StateDep
-) -> dict[str, Any]:
+) -> JSONObject:
     async with state.database.reading() as session:
         found = await items_service.find(session, caller.tenant_id, conversation_id, item_id)
     return dict(found.item)

@@ -11,8 +11,6 @@ record with that status. Deleting the whole conversation erases it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -27,7 +25,7 @@ from app.db.models import Conversation, new_id, utcnow
 from app.protocol.chat import ChatCompletionRequest
 from app.responses.conversations.items import DELETED, StoredItem, message_items
 from app.responses.references import resolve_references
-from app.responses.schemas import ResponsesRequest
+from app.responses.schemas import InputItem, ResponsesRequest
 from app.responses.translate import chat_messages
 from app.tokens.counter import TokenCounter
 
@@ -52,7 +50,7 @@ class ItemsService:
         tokens: TokenCounter,
         tenant_id: str,
         *,
-        items: list[Any],
+        items: list[InputItem],
         metadata: dict[str, str] | None,
         model: str,
     ) -> Conversation:
@@ -94,7 +92,7 @@ class ItemsService:
         tokens: TokenCounter,
         tenant_id: str,
         conversation_id: str,
-        items: list[Any],
+        items: list[InputItem],
         fallback_model: str,
     ) -> list[StoredItem]:
         """Append ``items`` at the conversation's end; the items stored for them.
@@ -171,7 +169,7 @@ class ItemsService:
         session: AsyncSession,
         tokens: TokenCounter,
         tenant_id: str,
-        items: list[Any],
+        items: list[InputItem],
         model: str,
         where: str = "items",
     ) -> list[ConversationMessage]:

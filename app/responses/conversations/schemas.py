@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, Field
 
+from app.conversations.fields import StoredContent, StoredThinkingBlock, StoredToolCall
 from app.conversations.messages import ReasoningStep
 from app.core.timestamps import UtcDatetime
 from app.responses.schemas import InputItem
+from app.wire.json import JSONObject
 
 __all__ = [
     "ConversationCreate",
@@ -24,7 +26,7 @@ __all__ = [
 ]
 
 
-def _unix(value: Any) -> Any:
+def _unix(value: object) -> object:
     """A datetime as Unix seconds, as OpenAI's objects carry ``created_at``."""
     if isinstance(value, datetime):
         moment = value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -47,7 +49,7 @@ class ConversationSummary(BaseModel):
     id: str
     object: Literal["conversation"] = "conversation"
     created_at: UnixTime
-    metadata: Annotated[dict[str, Any], BeforeValidator(lambda value: value or {})] = Field(
+    metadata: Annotated[JSONObject, BeforeValidator(lambda value: value or {})] = Field(
         default_factory=dict, validation_alias=AliasChoices("meta", "metadata")
     )
     title: str | None
@@ -59,12 +61,12 @@ class ConversationSummary(BaseModel):
 
 class StoredMessage(BaseModel):
     role: str
-    content: Any
+    content: StoredContent
     name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[StoredToolCall] | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
-    thinking_blocks: list[dict[str, Any]] | None = None
+    thinking_blocks: list[StoredThinkingBlock] | None = None
     context_prefix: str | None = None  # memories / recalled messages sent before it
     sequence_number: int
     turn_number: int
@@ -75,7 +77,7 @@ class StoredMessage(BaseModel):
 
 class ConversationDetail(ConversationSummary):
     messages: list[StoredMessage]
-    summaries: list[dict[str, Any]] = Field(default_factory=list)
+    summaries: list[JSONObject] = Field(default_factory=list)  # SummaryOut, dumped
 
 
 class ConversationList(BaseModel):
