@@ -126,11 +126,12 @@ def output_items(message: ChatMessage) -> list[OutputItem]:
 
 
 def response_usage(usage: Usage | None) -> ResponsesUsage:
-    raw = usage.raw if usage else {}
+    raw: Mapping[str, object] = usage.raw if usage else {}
     prompt = usage.prompt_tokens if usage else 0
     completion = usage.completion_tokens if usage else 0
     cache = prompt_cache(raw)
-    completion_details = raw.get("completion_tokens_details") or {}
+    details = raw.get("completion_tokens_details") or {}
+    completion_details = cast("Mapping[str, int | None]", details)  # OpenAI's counts
     return {
         "input_tokens": prompt,
         "input_tokens_details": {
