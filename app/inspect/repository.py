@@ -8,10 +8,10 @@ the inspector works whether or not they exist yet.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import MetaData, Table, func, inspect, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.db.models import Conversation, Message, RequestLog
 from app.db.repository import scoped
@@ -82,7 +82,7 @@ class InspectRepository:
         return list((await session.execute(statement)).scalars())
 
     async def _table(self, session: AsyncSession, name: str) -> Table | None:
-        def reflect(sync_session: Any) -> Table | None:
+        def reflect(sync_session: Session) -> Table | None:
             connection = sync_session.connection()
             if not inspect(connection).has_table(name):
                 return None
@@ -93,7 +93,7 @@ class InspectRepository:
 
     async def summaries(
         self, session: AsyncSession, conversation_id: str
-    ) -> list[dict[str, Any]] | None:
+    ) -> list[dict[str, object]] | None:
         """Compaction summaries, oldest first; None when the feature's table does not exist."""
         table = await self._table(session, "conversation_summaries")
         if table is None:
@@ -122,7 +122,7 @@ class InspectRepository:
 
     async def memories(
         self, session: AsyncSession, tenant_id: str | None, user_id: str
-    ) -> list[dict[str, Any]] | None:
+    ) -> list[dict[str, object]] | None:
         """A user's memories, newest first, superseded ones included (marked)."""
         table = await self._table(session, "memories")
         if table is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from app.core.database import Database
 from app.core.errors import NotFound
@@ -27,7 +26,7 @@ class Timeline:
     conversation: ConversationRow
     entries: list[TimelineEntry]
     requests: list[RequestView]
-    summaries: list[dict[str, Any]] | None  # None: compaction is not installed
+    summaries: list[dict[str, object]] | None  # rows as stored; None: compaction is not installed
     hidden_messages: int = 0  # older messages not shown (``last`` was given)
 
 
@@ -106,6 +105,6 @@ class InspectService:
             rows = await repository.memory_users(session, tenant_id)
         return None if rows is None else [MemoryUser(*row) for row in rows]
 
-    async def memories(self, tenant_id: str | None, user_id: str) -> list[dict[str, Any]] | None:
+    async def memories(self, tenant_id: str | None, user_id: str) -> list[dict[str, object]] | None:
         async with self._database.reading() as session:
             return await repository.memories(session, tenant_id, user_id)

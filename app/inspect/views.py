@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import cast
 
 from app.db.models import Conversation, Message, RequestLog
+from app.inspect.stored import (
+    StoredArtifact,
+    StoredCacheStats,
+    StoredClearedResult,
+    StoredPlannerDecision,
+    StoredUtilization,
+)
 from app.tokens.counter import text_of
+from app.wire.json import JSONObject
 
 __all__ = [
     "PARTS",
@@ -98,19 +107,19 @@ class RequestView:
     messages_included: int
     messages_excluded: int
     parts: list[Part]
-    artifacts: list[dict[str, Any]]
+    artifacts: list[StoredArtifact]
     llm_planning_used: bool
     cache_hits: int
     cache_misses: int
     prompt_cache: PromptCacheView | None
     provider_cache: ProviderCacheView | None
-    compaction: dict[str, Any] | None
-    memories_injected: list[dict[str, Any]]
+    compaction: JSONObject | None
+    memories_injected: list[JSONObject]
     notes: list[str]
     # Extended thinking switched off for this call (a last resort), and why.
     thinking_disabled: str | None = None
     # The planner's decision (planner, reason, model, reasoning, decisions, cost), if any.
-    planner_decision: dict[str, Any] | None = None
+    planner_decision: StoredPlannerDecision | None = None
     # Width of this request's bar relative to the largest request of its conversation.
     bar_percent: float = 100.0
 
@@ -146,7 +155,7 @@ class PromptCacheView:
     messages_dropped: int
     cleared_tool_results: int
     cleared_tokens: int
-    cleared_now: list[dict[str, Any]]
+    cleared_now: list[StoredClearedResult]
     rebase_reason: str | None = None  # the prompt owner rewrote the prompt, and why
 
 
@@ -166,7 +175,7 @@ class ProviderCacheView:
         return self.write_tokens - self.write_1h_tokens
 
 
-def provider_cache_view(cache: dict[str, Any]) -> ProviderCacheView | None:
+def provider_cache_view(cache: StoredCacheStats) -> ProviderCacheView | None:
     read, write = _int(cache.get("cached_tokens")), _int(cache.get("cache_write_tokens"))
     if not read and not write:
         return None
@@ -181,7 +190,7 @@ def provider_cache_view(cache: dict[str, Any]) -> ProviderCacheView | None:
     )
 
 
-def prompt_cache_view(cache: dict[str, Any]) -> PromptCacheView | None:
+def prompt_cache_view(cache: StoredCacheStats) -> PromptCacheView | None:
     if "prefix_kept" not in cache:  # logged before the cache-aware fit, or with it off
         return None
     cut_at = cache.get("cut_at_sequence")
@@ -221,10 +230,10 @@ def conversation_row(conversation: Conversation, requests: int, cost: float) -> 
     )
 
 
-def _tool_calls(raw: list[dict[str, Any]] | None) -> list[ToolCallView]:
+def _tool_calls(raw: Sequence[Mapping[str, object]] | None) -> list[ToolCallView]:
     calls = []
     for call in raw or []:
-        function = call.get("function") or {}
+        function = cast("Mapping[str, object]", call.get("function") or {})
         calls.append(
             ToolCallView(
                 id=str(call.get("id", "")),
@@ -250,7 +259,7 @@ def message_view(row: Message) -> MessageView:
     )
 
 
-def _thinking_text(blocks: list[dict[str, Any]] | None) -> str | None:
+def _thinking_text(blocks: Sequence[Mapping[str, object]] | None) -> str | None:
     """Anthropic's thinking blocks as the inspector shows them (the signature is not text)."""
     parts = [
         str(block.get("thinking") or "")
@@ -261,24 +270,24 @@ def _thinking_text(blocks: list[dict[str, Any]] | None) -> str | None:
     return "\n\n".join(part for part in parts if part) or None
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
-def _float(value: Any) -> float:
+def _float(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
-def _parts(utilization: dict[str, Any]) -> list[Part]:
-    breakdown = utilization.get("breakdown") or {}
+def _parts(utilization: StoredUtilization) -> list[Part]:
+    breakdown: Mapping[str, object] = utilization.get("breakdown") or {}
     tokens = {name: _int(breakdown.get(name)) for name in PARTS}
     scale = max(sum(tokens.values()), 1)
     return [Part(name, tokens[name], round(100.0 * tokens[name] / scale, 2)) for name in PARTS]
 
 
 def request_view(row: RequestLog) -> RequestView:
-    utilization: dict[str, Any] = row.context_utilization or {}
-    cache = utilization.get("cache_stats") or {}
+    utilization = cast(StoredUtilization, row.context_utilization or {})  # stored JSON
+    cache: StoredCacheStats = utilization.get("cache_stats") or {}
     artifacts = utilization.get("artifacts_processed") or []
     return RequestView(
         id=row.id,
@@ -317,7 +326,9 @@ def request_view(row: RequestLog) -> RequestView:
     )
 
 
-def _planner_decision(utilization: dict[str, Any], artifacts: list[Any]) -> dict[str, Any] | None:
+def _planner_decision(
+    utilization: StoredUtilization, artifacts: list[StoredArtifact]
+) -> StoredPlannerDecision | None:
     """The stored decision, its artifact ids shown by title where the report has one."""
     decision = utilization.get("planner_decision")
     if not isinstance(decision, dict):
