@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import cast
 
 import orjson
 
 from app.llm.pricing import prompt_cache
+from app.messages.types import ThinkingFields
 from app.wire.anthropic import AnthropicUsage, ContentBlock
 from app.wire.anthropic import RedactedThinkingBlock as RedactedThinkingOut
 from app.wire.anthropic import ThinkingBlock as ThinkingOut
@@ -64,7 +65,7 @@ def thinking_content(message: ChatMessage) -> list[ContentBlock]:
     one unsigned thinking block."""
     blocks: list[ContentBlock] = []
     for block in message.get("thinking_blocks") or []:
-        fields: Mapping[str, Any] = block
+        fields = cast(ThinkingFields, block)  # as the provider sent it
         if fields.get("type") == "redacted_thinking":
             blocks.append(
                 RedactedThinkingOut(type="redacted_thinking", data=fields.get("data") or "")
@@ -102,7 +103,7 @@ def anthropic_content(message: ChatMessage) -> list[ContentBlock]:
     if text:
         blocks.append({"type": "text", "text": text})
     for call in message.get("tool_calls") or []:
-        function: Mapping[str, Any] = call.get("function") or {}
+        function = call.get("function") or {}
         blocks.append(
             {
                 "type": "tool_use",
@@ -120,14 +121,14 @@ def stop_reason(finish_reason: str | None, *, has_tool_calls: bool = False) -> s
     return STOP_REASONS.get(finish_reason or "stop", "end_turn")
 
 
-def anthropic_usage(raw: Mapping[str, Any] | None) -> AnthropicUsage:
+def anthropic_usage(raw: Mapping[str, object] | None) -> AnthropicUsage:
     """Anthropic counts cache reads and writes apart from ``input_tokens`` (the chat usage
     litellm gives includes them in ``prompt_tokens``), and splits the writes by lifetime."""
     raw = raw or {}
     cache = prompt_cache(raw)
     return {
         "input_tokens": cache.uncached_tokens,
-        "output_tokens": int(raw.get("completion_tokens") or 0),
+        "output_tokens": int(cast("int | None", raw.get("completion_tokens")) or 0),
         "cache_read_input_tokens": cache.read_tokens,
         "cache_creation_input_tokens": cache.write_tokens,
         "cache_creation": {

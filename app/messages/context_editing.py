@@ -23,7 +23,7 @@ answers with Anthropic's ``context_management.applied_edits``, computed from wha
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Annotated, Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -168,7 +168,7 @@ def _ratio(tokens: int, budget: int) -> float:
 
 
 def _cache_options(edit: ClearToolUses, cache: CacheOptions, budget: int) -> CacheOptions:
-    update: dict[str, Any] = {"enabled": True}
+    update: dict[str, object] = {"enabled": True}
     trigger = edit.trigger or InputTokens(type="input_tokens", value=DEFAULT_TRIGGER_TOKENS)
     if isinstance(trigger, InputTokens):  # a tool-use count has no token mark: the policy's
         update["high_water_ratio"] = _ratio(trigger.value, budget)
@@ -193,7 +193,7 @@ def edited_context(
     older turns' thinking (``keep`` other than ``"all"``) rewrites what the prompt owner keeps:
     a new user turn then rebuilds the prompt (``context.rebase``), whose older turns go without
     their thinking, as Anthropic's own clearing does."""
-    update: dict[str, Any] = {}
+    update: dict[str, object] = {}
     thinking = management.find(ClearThinking)
     if thinking is not None and thinking.keep != "all" and new_user_turn:
         update["rebase"] = True

@@ -7,12 +7,11 @@ Errors found while streaming are an ``event: error`` with the same body.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 from starlette.responses import Response
 
 from app.core.errors import ContextGateError
+from app.messages.types import AnthropicErrorBody
 
 __all__ = ["anthropic_error_body", "anthropic_error_response", "anthropic_error_type"]
 
@@ -39,7 +38,7 @@ def anthropic_error_type(status: int) -> str:
     return "api_error" if status >= 500 else "invalid_request_error"
 
 
-def anthropic_error_body(error: ContextGateError) -> dict[str, Any]:
+def anthropic_error_body(error: ContextGateError) -> AnthropicErrorBody:
     return {
         "type": "error",
         "error": {"type": anthropic_error_type(error.status_code), "message": error.message},

@@ -13,13 +13,14 @@ kind starts (thinking closes once signed).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import orjson
 
 from app.messages.answer import anthropic_content, anthropic_usage, stop_reason
 from app.messages.context_editing import AppliedEdits
 from app.messages.errors import anthropic_error_body
+from app.messages.types import ThinkingFields
 from app.wire.anthropic import (
     AnthropicMessage,
     ContentBlock,
@@ -174,7 +175,7 @@ class AnthropicStreamRenderer:
 
     def _thinking(self, block: ThinkingBlockParam) -> list[bytes]:
         out: list[bytes] = []
-        fields: Mapping[str, Any] = block
+        fields = cast(ThinkingFields, block)  # as the provider sent it
         if fields.get("type") == "redacted_thinking":
             data = cast(str, fields.get("data"))  # as it came, byte for byte
             out += self._start("redacted", {"type": "redacted_thinking", "data": data})

@@ -8,13 +8,17 @@ as in the chat door (the Anthropic SDK sends them through ``extra_body``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.messages.context_editing import ContextManagement
+from app.messages.types import DocumentSource, ImageSource
 from app.protocol.bounds import MAX_USER_CHARS
 from app.protocol.chat import AttachmentRef, ContextOptions
+from app.wire.anthropic import CacheControl
+from app.wire.json import JSONObject
 
 __all__ = [
     "ContentBlock",
@@ -37,7 +41,7 @@ __all__ = [
 class _Block(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    cache_control: dict[str, Any] | None = None
+    cache_control: CacheControl | None = None
 
 
 class TextBlock(_Block):
@@ -47,18 +51,19 @@ class TextBlock(_Block):
 
 class ImageBlock(_Block):
     type: Literal["image"]
-    source: dict[str, Any]
+    source: ImageSource
 
     @model_validator(mode="after")
     def _known_source(self) -> ImageBlock:
-        kind = self.source.get("type")
+        source: Mapping[str, object] = self.source
+        kind = source.get("type")
         if kind == "base64":
-            if not isinstance(self.source.get("data"), str) or not isinstance(
-                self.source.get("media_type"), str
+            if not isinstance(source.get("data"), str) or not isinstance(
+                source.get("media_type"), str
             ):
                 raise ValueError("a base64 image source needs 'media_type' and 'data'")
         elif kind == "url":
-            if not isinstance(self.source.get("url"), str):
+            if not isinstance(source.get("url"), str):
                 raise ValueError("a url image source needs 'url'")
         else:
             raise ValueError("image source type must be 'base64' or 'url'")
@@ -67,18 +72,19 @@ class ImageBlock(_Block):
 
 class DocumentBlock(_Block):
     type: Literal["document"]
-    source: dict[str, Any]
+    source: DocumentSource
     title: str | None = None
     context: str | None = None
 
     @model_validator(mode="after")
     def _known_source(self) -> DocumentBlock:
-        kind = self.source.get("type")
-        if kind == "text" and isinstance(self.source.get("data"), str):
+        source: Mapping[str, object] = self.source
+        kind = source.get("type")
+        if kind == "text" and isinstance(source.get("data"), str):
             return self
-        if kind == "base64" and isinstance(self.source.get("data"), str):
+        if kind == "base64" and isinstance(source.get("data"), str):
             return self
-        if kind == "url" and isinstance(self.source.get("url"), str):
+        if kind == "url" and isinstance(source.get("url"), str):
             return self
         raise ValueError("document source must be text, base64 (with 'data') or url")
 
@@ -87,7 +93,7 @@ class ToolUseBlock(_Block):
     type: Literal["tool_use"]
     id: str = Field(min_length=1)
     name: str = Field(min_length=1)
-    input: dict[str, Any]
+    input: JSONObject  # the tool's arguments, passed on
 
 
 ToolResultContent = Annotated[TextBlock | ImageBlock | DocumentBlock, Field(discriminator="type")]
@@ -152,9 +158,9 @@ class Tool(BaseModel):
 
     name: str = Field(min_length=1)
     description: str | None = None
-    input_schema: dict[str, Any]
+    input_schema: JSONObject  # a JSON schema, passed on
     type: str | None = None
-    cache_control: dict[str, Any] | None = None
+    cache_control: CacheControl | None = None
 
 
 class ToolChoice(BaseModel):

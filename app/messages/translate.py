@@ -12,7 +12,7 @@ client put it (a tool_result's goes on its last content part, where litellm read
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import orjson
 from pydantic import ValidationError
@@ -247,7 +247,7 @@ def chat_tools(body: MessagesRequest | CountTokensRequest) -> list[ChatTool] | N
 
 def to_turn_request(body: MessagesRequest) -> ChatCompletionRequest:
     """The internal turn for this Anthropic request (validated like a chat request)."""
-    fields: dict[str, Any] = {
+    fields: dict[str, object] = {
         "model": body.model,
         "messages": chat_messages(body),
         "stream": body.stream,
