@@ -14,15 +14,14 @@ import math
 import re
 import struct
 from collections.abc import Sequence
-from typing import cast
+from typing import TypedDict
 
 import orjson
 
 from app.tokens.counter import TokenCounter, text_of
-from app.wire.chat import ChatMessage, ChatUsage, ToolCall
-from app.wire.json import JSONObject
+from app.wire.chat import ChatMessage, ChatTool, ChatUsage, ToolCall
 
-__all__ = ["DEMO_CREATED", "DEMO_MODELS", "answer", "embed", "usage"]
+__all__ = ["DEMO_CREATED", "DEMO_MODELS", "DemoRequest", "answer", "embed", "usage"]
 
 DEMO_CREATED = 1_767_225_600  # fixed: answers are byte-for-byte reproducible
 DEMO_MODELS = ("demo", "demo-planner", "demo-summarizer")
@@ -32,6 +31,21 @@ _SOURCE = re.compile(r"<source[^>]*>\n?(.*?)\n?</source>", re.S)
 _NAME = re.compile(r"\bmy name is ([A-Z][\w-]*)", re.I)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _TOOL_ASK = re.compile(r"\b(use|call|run|check|look up|weather)\b", re.I)
+
+
+class StreamOptions(TypedDict, total=False):
+    include_usage: bool
+
+
+class DemoRequest(TypedDict, total=False):
+    """A chat request as an upstream gets it: the keys the demo reads (JSON as sent, so each
+    is checked where it is read)."""
+
+    model: str
+    messages: list[ChatMessage]
+    tools: list[ChatTool]
+    stream: bool
+    stream_options: StreamOptions
 
 
 def _system(messages: Sequence[ChatMessage]) -> str:
@@ -102,7 +116,7 @@ def _summary(messages: Sequence[ChatMessage]) -> str:
     return f"Summary (demo): {_sentences(found.group(1) if found else text, 3)}"
 
 
-def _tool_call(tools: list[JSONObject], asked: str) -> ToolCall | None:
+def _tool_call(tools: list[ChatTool], asked: str) -> ToolCall | None:
     """A call of the tool the user names (else the first one) when the user asks for one."""
     if not tools or not _TOOL_ASK.search(asked):
         return None
@@ -140,7 +154,7 @@ def _chat_answer(messages: Sequence[ChatMessage], model: str) -> str:
     return " ".join(parts)
 
 
-def _model(body: JSONObject) -> str:
+def _model(body: DemoRequest) -> str:
     return str(body.get("model") or "demo")
 
 
@@ -150,13 +164,12 @@ def count(messages: Sequence[ChatMessage], model: str) -> int:
     return _COUNTER.count_messages(messages, model)
 
 
-def _messages(body: JSONObject) -> list[ChatMessage]:
+def _messages(body: DemoRequest) -> list[ChatMessage]:
     """The request's messages (JSON as sent: the objects among them)."""
-    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-    return cast(list[ChatMessage], messages)
+    return [m for m in body.get("messages") or [] if isinstance(m, dict)]
 
 
-def answer(body: JSONObject) -> tuple[str | None, list[ToolCall]]:
+def answer(body: DemoRequest) -> tuple[str | None, list[ToolCall]]:
     """(content, tool_calls) for one chat request, by what the request is."""
     messages = _messages(body)
     system = _system(messages)
@@ -176,7 +189,7 @@ def answer(body: JSONObject) -> tuple[str | None, list[ToolCall]]:
     return _chat_answer(messages, _model(body)), []
 
 
-def usage(body: JSONObject, content: str | None, tool_calls: list[ToolCall]) -> ChatUsage:
+def usage(body: DemoRequest, content: str | None, tool_calls: list[ToolCall]) -> ChatUsage:
     model = _model(body)
     prompt = count(_messages(body), model)
     completion = _COUNTER.count_text(content or "", model)

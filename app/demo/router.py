@@ -16,9 +16,8 @@ import orjson
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
-from app.demo.model import DEMO_CREATED, DEMO_MODELS, answer, embed, usage
+from app.demo.model import DEMO_CREATED, DEMO_MODELS, DemoRequest, answer, embed, usage
 from app.wire.chat import ChatChoice, ChatCompletion, ChatMessage, ChatUsage, ToolCall
-from app.wire.json import JSONObject
 from app.wire.stream import ChatChunk, ChunkChoice, Delta, ToolCallDelta
 
 __all__ = ["DEMO_PREFIX", "install_demo"]
@@ -52,7 +51,7 @@ def _json(payload: object, status_code: int = 200) -> Response:
     return Response(orjson.dumps(payload), status_code, media_type="application/json")
 
 
-def _completion_id(body: JSONObject) -> str:
+def _completion_id(body: DemoRequest) -> str:
     return "chatcmpl-demo" + hashlib.sha256(orjson.dumps(body.get("messages"))).hexdigest()[:20]
 
 
@@ -68,7 +67,7 @@ async def models() -> Response:
 @router.post("/chat/completions", response_model=None)
 async def chat_completions(request: Request) -> Response:
     try:
-        body = orjson.loads(await request.body())
+        body: DemoRequest = orjson.loads(await request.body())
     except orjson.JSONDecodeError:
         return _json(
             {"error": {"message": "body is not JSON", "type": "invalid_request_error"}}, 400
@@ -106,7 +105,7 @@ async def _events(
     tool_calls: list[ToolCall],
     finish: str,
     counted: ChatUsage,
-    body: JSONObject,
+    body: DemoRequest,
 ) -> AsyncIterator[bytes]:
     def chunk(delta: Delta, reason: str | None = None) -> bytes:
         choice: ChunkChoice = {
