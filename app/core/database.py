@@ -129,7 +129,7 @@ def _install_sqlite_pragmas(engine: AsyncEngine, memory: bool) -> None:
             cursor.close()
 
 
-def _json_dumps(value: Any) -> str:
+def _json_dumps(value: object) -> str:
     """orjson for JSON columns (several times json's speed); json for what orjson refuses
     (integers past 64 bits)."""
     try:

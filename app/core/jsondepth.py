@@ -15,8 +15,6 @@ escape) has its strings cut out and its brackets peeled level by level.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 __all__ = ["DEFAULT_MAX_JSON_DEPTH", "nesting_exceeds"]
@@ -41,14 +39,14 @@ def nesting_exceeds(body: bytes, limit: int) -> bool:
     return _value_exceeds(parsed, limit)
 
 
-def _value_exceeds(value: Any, limit: int) -> bool:
+def _value_exceeds(value: object, limit: int) -> bool:
     """Whether a parsed value's arrays and objects nest deeper than ``limit`` (iteratively:
     only containers are visited, and the walk stops at the first one too deep)."""
     if not isinstance(value, (dict, list)):
         return False
     if limit < 1:
         return True
-    pending: list[tuple[Any, int]] = [(value, 1)]
+    pending: list[tuple[dict[object, object] | list[object], int]] = [(value, 1)]
     while pending:
         node, depth = pending.pop()
         children = node.values() if isinstance(node, dict) else node
