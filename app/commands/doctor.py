@@ -142,7 +142,7 @@ async def check_redis(settings: Settings) -> list[Check]:
     return [Check("redis", True, f"{_redact(settings.redis_url)} answers PING")]
 
 
-async def _get_models(name: str, base_url: str, api_key: str | None) -> Check:
+async def _get_models(name: str, base_url: str, api_key: object) -> Check:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     url = f"{base_url.rstrip('/')}/models"
     try:
