@@ -18,9 +18,9 @@ __all__ = ["check_chat_limits", "check_message_sizes"]
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 
 
-def _check_integers(value: Any, where: str) -> None:
+def _check_integers(value: object, where: str) -> None:
     """JSON integers must fit 64 bits: what we store and hash is serialized with orjson."""
-    stack = [value]
+    stack: list[object] = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
@@ -35,11 +35,11 @@ def _check_integers(value: Any, where: str) -> None:
             )
 
 
-def _field(item: Any, name: str) -> Any:
+def _field(item: object, name: str) -> Any:  # a model's attribute or a dict's key
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
-def _message_chars(message: Any) -> int:
+def _message_chars(message: object) -> int:
     content = _field(message, "content")
     size = len(content) if isinstance(content, str) else 0
     if isinstance(content, list):
@@ -52,7 +52,7 @@ def _message_chars(message: Any) -> int:
     return size
 
 
-def check_message_sizes(settings: Settings, messages: Sequence[Any]) -> None:
+def check_message_sizes(settings: Settings, messages: Sequence[object]) -> None:
     """One message's text is capped (CONTEXTGATE_MAX_MESSAGE_CHARS): 413 before any counting.
     ``messages``: a request's messages, as models or in chat form (dicts)."""
     limit = settings.max_message_chars
