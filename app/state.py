@@ -7,15 +7,15 @@ file). Nothing long-lived is read from ``app.state`` by ``getattr`` or built laz
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
 from app.core.database import Database
 from app.core.settings import Settings
+from app.core.tasks import Tasks
 
 if TYPE_CHECKING:
     # Type-only: the CLI's database commands import this module and should not pay for
@@ -61,7 +61,7 @@ class AppState:
     # Resolves a presented virtual key to its caller (``keys.resolve``; tests may swap it).
     key_resolver: Callable[[str], Awaitable[Caller | None]] | None = None
     # Fire-and-forget work (memory extraction, …) kept referenced until it finishes.
-    background: set[asyncio.Task[Any]] = field(default_factory=set)
+    background: Tasks = field(default_factory=set)
     # Summaries of artifacts, in-process or Redis (None: no caching).
     summary_cache: SummaryCache | None = None
     # The planner/summarizer/embedding models checked at start (app/llm/reach.py); None: as set.

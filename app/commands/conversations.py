@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -166,7 +167,7 @@ def _artifacts_table(requests: list[RequestView]) -> Table | None:
     return table if rows else None
 
 
-def _kind(summary: dict[str, Any]) -> str:
+def _kind(summary: Mapping[str, object]) -> str:
     """compaction or periodic, and rule_based when the summarizer failed (migration 0007)."""
     kind = str(summary.get("kind") or "compaction")
     return f"{kind}, rule-based" if summary.get("method") == "rule_based" else kind

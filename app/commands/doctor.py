@@ -7,13 +7,16 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import httpx
 import typer
 
 from app.commands.common import console
 from app.core.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from app.llm.routing import Deployment, ModelRouter
 
 __all__ = ["Check", "doctor", "run_checks"]
 
@@ -142,7 +145,7 @@ async def check_redis(settings: Settings) -> list[Check]:
     return [Check("redis", True, f"{_redact(settings.redis_url)} answers PING")]
 
 
-async def _get_models(name: str, base_url: str, api_key: str | None) -> Check:
+async def _get_models(name: str, base_url: str, api_key: object) -> Check:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     url = f"{base_url.rstrip('/')}/models"
     try:
@@ -166,7 +169,7 @@ async def _get_models(name: str, base_url: str, api_key: str | None) -> Check:
     return Check(name, True, f"GET {url} → {response.status_code}")
 
 
-async def _tiny_completion(name: str, deployment: Any) -> Check:
+async def _tiny_completion(name: str, deployment: Deployment) -> Check:
     import litellm
 
     try:
@@ -188,7 +191,7 @@ async def _tiny_completion(name: str, deployment: Any) -> Check:
     return Check(name, True, f"a 1-token completion with {deployment.litellm_model} answered")
 
 
-async def _deployment_check(name: str, deployment: Any) -> Check:
+async def _deployment_check(name: str, deployment: Deployment) -> Check:
     """A model_list entry without an api_base: its provider key first, then a tiny call."""
     from app.llm.reach import credentials_problem
 
@@ -224,7 +227,7 @@ def _no_upstream_check() -> Check:
     )
 
 
-def check_helper_models(settings: Settings, router: Any) -> list[Check]:
+def check_helper_models(settings: Settings, router: ModelRouter) -> list[Check]:
     """The planner, summarizer and embedding models must have a route of their own."""
     from app.llm.reach import route_problem
 
@@ -256,7 +259,7 @@ async def check_upstreams(settings: Settings) -> list[Check]:
     key = settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
     if settings.upstream_base_url:
         checks.append(await _get_models("upstream", settings.upstream_base_url, key))
-    deployments: list[Any] = []
+    deployments: list[Deployment] = []
     if settings.config is not None:
         try:
             deployments, _ = load_model_list(settings.config)

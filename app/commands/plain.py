@@ -7,7 +7,6 @@ import dataclasses
 import textwrap
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 import orjson
 
@@ -20,7 +19,7 @@ __all__ = ["WIDE_COLUMNS", "as_json", "conversation_lines", "list_lines"]
 WIDE_COLUMNS = 120
 
 
-def _default(value: Any) -> Any:
+def _default(value: object) -> object:
     if isinstance(value, datetime):  # stored in UTC; SQLite gives them back without a zone
         return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -28,7 +27,7 @@ def _default(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
-def as_json(value: Any) -> str:
+def as_json(value: object) -> str:
     """Dataclasses (and lists of them) as indented JSON; timestamps in ISO 8601."""
     # Timestamps are stored in UTC; SQLite gives them back without a zone (OPT_NAIVE_UTC).
     option = orjson.OPT_INDENT_2 | orjson.OPT_NAIVE_UTC

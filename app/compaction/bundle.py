@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from app.db.models.summary import SummaryFact
 
 __all__ = ["Bundle", "SummaryView", "render_bundle", "summary_tokens"]
 
@@ -27,7 +28,7 @@ class SummaryView:
     first_turn: int
     last_turn: int
     episodic: str
-    facts: Sequence[dict[str, Any]] = ()
+    facts: Sequence[SummaryFact] = ()
 
 
 @dataclass(slots=True)
@@ -47,7 +48,7 @@ def _episode_line(summary: SummaryView) -> str:
     return f"(turns {summary.first_turn}-{summary.last_turn}) {text}"
 
 
-def _fact_line(fact: dict[str, Any]) -> str:
+def _fact_line(fact: SummaryFact) -> str:
     kind = fact.get("type", "fact")
     importance = fact.get("importance", 5)
     text = " ".join(str(fact.get("fact", "")).split())
@@ -58,10 +59,10 @@ def summary_tokens(summary: SummaryView, count: Callable[[str], int]) -> int:
     return count(_episode_line(summary)) + sum(count(_fact_line(f)) for f in summary.facts)
 
 
-def _facts(summaries: Sequence[SummaryView]) -> list[dict[str, Any]]:
+def _facts(summaries: Sequence[SummaryView]) -> list[SummaryFact]:
     """Facts of every summary, newest statement winning, most important first (stable)."""
     seen: dict[str, int] = {}
-    ordered: list[dict[str, Any]] = []
+    ordered: list[SummaryFact] = []
     for summary in summaries:
         for fact in summary.facts:
             key = " ".join(str(fact.get("fact", "")).lower().split())

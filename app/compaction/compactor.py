@@ -228,7 +228,7 @@ class Compactor:
             start_tokens=window.start_tokens,
             end_tokens=window.end_tokens,
             episodic=output.episodic,
-            facts=[fact.model_dump() for fact in output.facts],
+            facts=[fact.stored() for fact in output.facts],
             model=self.model,
             cost=cost,
         )
@@ -281,7 +281,7 @@ class Compactor:
                 start_tokens=group[0].start_tokens,
                 end_tokens=group[-1].end_tokens,
                 episodic=output.episodic,
-                facts=[fact.model_dump() for fact in output.facts],
+                facts=[fact.stored() for fact in output.facts],
                 model=self.model,
                 cost=cost,
             )

@@ -15,10 +15,13 @@ import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 __all__ = ["ConversationLocks", "advisory_key"]
 
@@ -35,7 +38,7 @@ class ConversationLocks:
     def __init__(
         self,
         *,
-        redis: Any | None = None,
+        redis: Redis | None = None,
         engine: AsyncEngine | None = None,
         use_advisory: bool = False,
         ttl_s: float = 300.0,

@@ -99,7 +99,7 @@ async def summarize_pairs(
             SummaryOutput,
         )
         row.episodic = output.episodic
-        row.facts = [fact.model_dump() for fact in output.facts]
+        row.facts = [fact.stored() for fact in output.facts]
         row.method, row.model, row.cost = "llm", model, cost
     except SummarizerFailed as exc:
         logger.warning(

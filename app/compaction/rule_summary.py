@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from app.db.models.summary import SummaryFact
 from app.tokens.counter import text_of
 
 __all__ = ["RuleSummary", "rule_based_summary"]
@@ -32,14 +33,16 @@ _NUMBER = re.compile(r"\d")
 
 class _Message(Protocol):
     role: str
-    content: Any
     turn_number: int
+
+    @property
+    def content(self) -> object: ...  # a string, a list of parts, or None
 
 
 @dataclass(slots=True)
 class RuleSummary:
     text: str
-    facts: list[dict[str, Any]] = field(default_factory=list)
+    facts: list[SummaryFact] = field(default_factory=list)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -60,8 +63,8 @@ def _kind(sentence: str) -> str | None:
     return "fact" if _NUMBER.search(sentence) else None
 
 
-def _key_points(messages: Sequence[_Message]) -> list[dict[str, Any]]:
-    points: list[dict[str, Any]] = []
+def _key_points(messages: Sequence[_Message]) -> list[SummaryFact]:
+    points: list[SummaryFact] = []
     seen: set[str] = set()
     for message in messages:
         if message.role not in ("user", "assistant"):

@@ -6,11 +6,12 @@ share it (app.memories.schemas re-exports it).
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from pydantic import BaseModel, Field
 
 from app.core.timestamps import UtcDatetime
+from app.db.models.summary import SummaryFact
 
 __all__ = ["MEMORY_TYPES", "Fact", "MemoryType", "SummaryOut", "SummaryOutput"]
 
@@ -34,6 +35,10 @@ class Fact(BaseModel):
     type: MemoryType = "fact"
     importance: int = Field(5, ge=1, le=10)
     confidence: float = Field(0.8, ge=0, le=1)
+
+    def stored(self) -> SummaryFact:
+        """The fact as a summary row stores it (its four fields)."""
+        return cast(SummaryFact, self.model_dump())
 
 
 class SummaryOutput(BaseModel):

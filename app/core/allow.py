@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from starlette.applications import Starlette
+
 __all__ = ["allowed_methods"]
 
 
@@ -20,7 +22,7 @@ def _routes(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield prefix, route
 
 
-def allowed_methods(app: Any, path: str) -> list[str]:
+def allowed_methods(app: Starlette, path: str) -> list[str]:
     methods: set[str] = set()
     for prefix, route in _routes(list(app.routes)):
         if not path.startswith(prefix):

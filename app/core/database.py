@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 from sqlalchemy import event, text
@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import ConnectionPoolEntry, Pool, StaticPool
 
 from app.core import sqlite_driver
 from app.core.errors import DatabaseUnavailable
@@ -105,7 +105,7 @@ def _install_unavailable_errors(engine: AsyncEngine) -> None:
 
 def _install_sqlite_pragmas(engine: AsyncEngine, memory: bool) -> None:
     @event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
         # Let SQLAlchemy (not the driver) emit BEGIN, so we choose its mode.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -129,7 +129,7 @@ def _install_sqlite_pragmas(engine: AsyncEngine, memory: bool) -> None:
             cursor.close()
 
 
-def _json_dumps(value: Any) -> str:
+def _json_dumps(value: object) -> str:
     """orjson for JSON columns (several times json's speed); json for what orjson refuses
     (integers past 64 bits)."""
     try:
@@ -138,9 +138,19 @@ def _json_dumps(value: Any) -> str:
         return json.dumps(value)
 
 
+class _EngineOptions(TypedDict, total=False):
+    """``create_async_engine``'s pool options, per database."""
+
+    async_creator: Callable[[], Awaitable[sqlite_driver.InlineConnection]]
+    poolclass: type[Pool]
+    pool_size: int
+    max_overflow: int
+    pool_pre_ping: bool
+
+
 def create_database(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000) -> Database:
     is_sqlite = url.startswith("sqlite")
-    kwargs: dict[str, Any] = {}
+    kwargs: _EngineOptions = {}
     memory = is_sqlite and (":memory:" in url or url.rstrip("/").endswith("sqlite+aiosqlite:"))
     if is_sqlite:
         kwargs["async_creator"] = sqlite_driver.async_creator(url, busy_timeout_ms=busy_timeout_ms)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
@@ -31,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.allow import allowed_methods
 from app.core.validation import validation_message
+from app.wire.errors import ErrorBody
 
 __all__ = [
     "BadRequest",
@@ -144,7 +144,7 @@ class UpstreamError(ContextGateError):
 
 def error_body(
     message: str, error_type: str, code: str | None = None, param: str | None = None
-) -> dict[str, Any]:
+) -> ErrorBody:
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
 
 

@@ -15,7 +15,7 @@ escape) has its strings cut out and its brackets peeled level by level.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -51,14 +51,14 @@ def depth_check(body: bytes, limit: int) -> tuple[bool, object]:
     return _value_exceeds(parsed, limit), parsed
 
 
-def _value_exceeds(value: Any, limit: int) -> bool:
+def _value_exceeds(value: object, limit: int) -> bool:
     """Whether a parsed value's arrays and objects nest deeper than ``limit`` (iteratively:
     only containers are visited, and the walk stops at the first one too deep)."""
     if not isinstance(value, (dict, list)):
         return False
     if limit < 1:
         return True
-    pending: list[tuple[Any, int]] = [(value, 1)]
+    pending: list[tuple[dict[object, object] | list[object], int]] = [(value, 1)]
     while pending:
         node, depth = pending.pop()
         children = node.values() if isinstance(node, dict) else node

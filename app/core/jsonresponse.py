@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 from starlette.responses import Response
 
@@ -11,7 +9,7 @@ __all__ = ["json_response"]
 
 
 def json_response(
-    payload: Any, *, status_code: int = 200, headers: dict[str, str] | None = None
+    payload: object, *, status_code: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
     return Response(
         orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY),

@@ -7,7 +7,6 @@ import sys
 import traceback
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any
 
 import orjson
 
@@ -28,7 +27,7 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"mess
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        payload: dict[str, Any] = {
+        payload: dict[str, object] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
@@ -79,7 +78,7 @@ def register_secret(*values: str | None) -> None:
     redactor.add(*values)
 
 
-def _redact_value(value: Any) -> Any:
+def _redact_value(value: object) -> object:
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, int | float | bool) or value is None:
@@ -108,7 +107,7 @@ def install_redaction() -> None:
         return
     previous = logging.getLogRecordFactory()
 
-    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
         record = previous(*args, **kwargs)
         _redact_record(record)
         return record

@@ -8,8 +8,9 @@ writes its samples there, and ``/metrics`` aggregates them (prometheus_client's 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -165,8 +166,73 @@ def record_upstream(model: str, outcome: str, seconds: float) -> None:
     UPSTREAM_LATENCY.labels(model_label(model), outcome).observe(seconds)
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+class _Breakdown(Protocol):
+    @property
+    def system(self) -> int: ...
+    @property
+    def history(self) -> int: ...
+    @property
+    def current(self) -> int: ...
+
+
+class _Artifact(Protocol):
+    @property
+    def carried(self) -> bool: ...
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def original_size_chars(self) -> int: ...
+    @property
+    def processed_size_chars(self) -> int: ...
+
+
+class CacheFigures(Protocol):
+    """What the metrics read of a ``CacheStats`` (app/context/metadata.py)."""
+
+    @property
+    def hits(self) -> int: ...
+    @property
+    def misses(self) -> int: ...
+    @property
+    def rebased(self) -> bool: ...
+    @property
+    def cached_tokens(self) -> int: ...
+    @property
+    def cache_write_tokens(self) -> int: ...
+    @property
+    def cache_write_1h_tokens(self) -> int: ...
+    @property
+    def cache_read_cost(self) -> float: ...
+    @property
+    def cache_write_cost(self) -> float: ...
+
+
+class Utilization(Protocol):
+    """What the metrics read of a ``ContextUtilization`` (app/context/metadata.py, a layer
+    above this one)."""
+
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def breakdown(self) -> _Breakdown: ...
+    @property
+    def artifacts_processed(self) -> Sequence[_Artifact]: ...
+    @property
+    def compaction(self) -> Mapping[str, object] | None: ...
+    @property
+    def cache_stats(self) -> CacheFigures: ...
+    @property
+    def thinking_disabled(self) -> str | None: ...
+    @property
+    def llm_planning_used(self) -> bool: ...
+    @property
+    def notes(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +248,7 @@ class ChatFigures:
     full_context_tokens: int = 0
 
 
-def record_chat(utilization: Any, status: str, figures: ChatFigures) -> None:
+def record_chat(utilization: Utilization, status: str, figures: ChatFigures) -> None:
     """Everything one recorded chat request tells: tokens, savings, planning, cache, cost
     (``utilization`` is a ``ContextUtilization``)."""
     prompt_tokens, completion_tokens = figures.prompt_tokens, figures.completion_tokens
@@ -225,7 +291,7 @@ def record_chat(utilization: Any, status: str, figures: ChatFigures) -> None:
     _record_prompt_cache(model, utilization.cache_stats)
 
 
-def _record_prompt_cache(model: str, stats: Any) -> None:
+def _record_prompt_cache(model: str, stats: CacheFigures) -> None:
     """The provider's prompt cache of one response (``cache_stats``: a ``CacheStats``)."""
     one_hour = max(_int(stats.cache_write_1h_tokens), 0)
     tokens = {

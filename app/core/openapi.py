@@ -8,10 +8,10 @@ Routes under ``/v1/messages`` answer in Anthropic's envelope and are declared so
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+
+from app.wire.json import JSONObject
 
 __all__ = ["install_openapi"]
 
@@ -56,7 +56,7 @@ _DESCRIPTIONS = {
 }
 
 
-def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> list[str]:
+def _error_statuses(path: str, method: str, operation: JSONObject) -> list[str]:
     statuses = ["default"]
     has_input = bool(operation.get("parameters")) or "requestBody" in operation
     if has_input or "422" in operation.get("responses", {}):
@@ -72,7 +72,7 @@ def _error_statuses(path: str, method: str, operation: dict[str, Any]) -> list[s
     return statuses
 
 
-def _declare_errors(document: dict[str, Any]) -> None:
+def _declare_errors(document: JSONObject) -> None:
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     schemas["ErrorResponse"] = _OPENAI_ERROR
     schemas["AnthropicErrorResponse"] = _ANTHROPIC_ERROR
@@ -92,7 +92,7 @@ def _declare_errors(document: dict[str, Any]) -> None:
 
 
 def install_openapi(app: FastAPI) -> None:
-    def openapi() -> dict[str, Any]:
+    def openapi() -> JSONObject:
         if app.openapi_schema is None:
             document = get_openapi(
                 title=app.title,

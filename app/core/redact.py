@@ -14,7 +14,6 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 __all__ = ["MASK", "Redactor", "configure_redaction", "redact", "redactor"]
 
@@ -99,7 +98,7 @@ class Redactor:
             text = pattern.sub(_mask, text)
         return text
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: object) -> object:
         """Strings (also inside lists and dicts) redacted; other values as they are."""
         if isinstance(value, str):
             return self(value)
@@ -118,7 +117,7 @@ def redact(text: str) -> str:
     return redactor(text)
 
 
-def secrets_of_params(params: Mapping[str, Any]) -> list[str]:
+def secrets_of_params(params: Mapping[str, object]) -> list[str]:
     """The secret values among a deployment's litellm_params (api_key, aws_secret_…, …)."""
     return [
         value
@@ -129,7 +128,7 @@ def secrets_of_params(params: Mapping[str, Any]) -> list[str]:
 
 def configure_redaction(
     *secrets: str | None,
-    params: Iterable[Mapping[str, Any]] = (),
+    params: Iterable[Mapping[str, object]] = (),
     environ: Mapping[str, str] | None = None,
 ) -> Redactor:
     """Register every secret contextgate knows at start: the given ones (master key, upstream

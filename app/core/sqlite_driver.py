@@ -25,12 +25,16 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from sqlalchemy.engine import make_url
 
 __all__ = ["InlineConnection", "InlineCursor", "async_creator"]
+
+T = TypeVar("T")
+Row = tuple[object, ...]
+"""A row as sqlite3 gives it (the connection keeps its default row factory)."""
 
 _FIRST_BACKOFF_S = 0.001
 _MAX_BACKOFF_S = 0.05
@@ -49,8 +53,8 @@ class InlineCursor:
 
     def __init__(self, connection: InlineConnection) -> None:
         self._connection = connection
-        self._rows: list[Any] = []
-        self.description: Any = None
+        self._rows: list[Row] = []
+        self.description: object = None
         self.rowcount = -1
         self.lastrowid: int | None = None
         self.arraysize = 1
@@ -61,7 +65,7 @@ class InlineCursor:
     async def __aexit__(self, *exc: object) -> None:
         return None
 
-    def _run(self, method: str, sql: str, parameters: Any) -> None:
+    def _run(self, method: str, sql: str, parameters: object) -> None:
         cursor = self._connection._conn.cursor()
         try:
             getattr(cursor, method)(sql, parameters)
@@ -72,23 +76,23 @@ class InlineCursor:
         finally:
             cursor.close()
 
-    async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> InlineCursor:
+    async def execute(self, sql: str, parameters: Iterable[object] | None = None) -> InlineCursor:
         await self._connection._call(self._run, "execute", sql, parameters or ())
         return self
 
-    async def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> InlineCursor:
+    async def executemany(self, sql: str, parameters: Iterable[Iterable[object]]) -> InlineCursor:
         rows = list(parameters)  # a generator could not be replayed after a busy retry
         await self._connection._call(self._run, "executemany", sql, rows)
         return self
 
-    async def fetchall(self) -> list[Any]:
+    async def fetchall(self) -> list[Row]:
         rows, self._rows = self._rows, []
         return rows
 
-    async def fetchone(self) -> Any:
+    async def fetchone(self) -> Row | None:
         return self._rows.pop(0) if self._rows else None
 
-    async def fetchmany(self, size: int | None = None) -> list[Any]:
+    async def fetchmany(self, size: int | None = None) -> list[Row]:
         count = size or self.arraysize
         rows, self._rows = self._rows[:count], self._rows[count:]
         return rows
@@ -101,7 +105,7 @@ class _InlineQueue:
     """SQLAlchemy's dialect sets ``isolation_level`` by queueing a call on aiosqlite's thread
     queue (``_tx``) and awaiting its future; here the call runs at once."""
 
-    def put_nowait(self, item: tuple[asyncio.Future[Any] | None, Callable[[], Any]]) -> None:
+    def put_nowait(self, item: tuple[asyncio.Future[object] | None, Callable[[], object]]) -> None:
         future, function = item
         try:
             result = function()
@@ -127,7 +131,7 @@ class InlineConnection:
             raise ValueError("no active connection")
         return self._connection
 
-    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
+    async def _call(self, function: Callable[..., T], *args: object) -> T:
         """``function(*args)``, retried after a short async sleep while the database is busy."""
         deadline: float | None = None
         backoff = _FIRST_BACKOFF_S

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any
 
 __all__ = ["Tasks", "spawn"]
 
 # The running background tasks of the process (``AppState.background``).
-Tasks = set[asyncio.Task[Any]]
+Tasks = set[asyncio.Task[None]]
 
 
-def spawn(tasks: Tasks, work: Coroutine[Any, Any, None]) -> None:
+def spawn(tasks: Tasks, work: Coroutine[object, object, None]) -> None:
     """Run ``work`` in the background; ``tasks`` holds it until it is done (shutdown waits)."""
     task = asyncio.get_running_loop().create_task(work)
     tasks.add(task)

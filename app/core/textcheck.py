@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -71,10 +70,10 @@ def shown(key: str) -> str:
     return _BAD_CHAR.sub(lambda match: f"\\u{ord(match.group()):04x}", key)
 
 
-def find_bad_string(value: Any, path: str = "") -> tuple[str, str] | None:
+def find_bad_string(value: object, path: str = "") -> tuple[str, str] | None:
     """(the field's dotted path, why) of the first unusable string (keys too) or integer
     outside 64 bits in a JSON value."""
-    stack: list[tuple[Any, str]] = [(value, path)]
+    stack: list[tuple[object, str]] = [(value, path)]
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):

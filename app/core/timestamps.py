@@ -8,7 +8,7 @@ read as UTC. Use ``UtcDatetime`` for every datetime field of a response schema.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import AfterValidator, PlainSerializer, WithJsonSchema
 
@@ -23,7 +23,7 @@ def iso_utc(value: datetime) -> str:
     return as_utc(value).isoformat().replace("+00:00", "Z")
 
 
-def _validate(value: Any) -> Any:
+def _validate(value: object) -> object:
     return as_utc(value) if isinstance(value, datetime) else value
 
 

@@ -10,8 +10,9 @@ removed (``input.0.call_id``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from pydantic_core import ErrorDetails
 
 _MEMBER_LABEL = re.compile(r"^(?:[A-Z][A-Za-z0-9]*|str|int|float|bool|bytes|none|dict|list)$")
 _TYPE_PREFIX = "Input should be "
@@ -21,7 +22,7 @@ def _is_member_label(part: str) -> bool:
     return "[" in part or bool(_MEMBER_LABEL.match(part))
 
 
-def client_path(loc: Sequence[Any]) -> list[str]:
+def client_path(loc: Sequence[int | str]) -> list[str]:
     """The location as the client's field path: no ``body``, no union member labels or tags."""
     path: list[str] = []
     tag_follows_index = False  # list[tagged-union[...]]: index, then the tag
@@ -47,7 +48,7 @@ def client_path(loc: Sequence[Any]) -> list[str]:
     return path
 
 
-def validation_message(errors: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
+def validation_message(errors: Sequence[ErrorDetails]) -> tuple[str, str | None]:
     """``("Invalid request at 'input.0.call_id': Field required", "input.0.call_id")``."""
     if not errors:
         return "Invalid request body.", None

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import BindParameter, Column, ColumnElement, Select, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import QueryableAttribute
 
 from app.db.models.base import Base
 from app.db.models.conversation import Conversation
@@ -94,7 +95,9 @@ message_scope = TenantScope(Message)
 vector_scope = TenantScope(MessageVector)
 
 
-def scoped(statement: S, tenant_column: Any, tenant_id: str | None) -> S:
+def scoped(
+    statement: S, tenant_column: ColumnElement[str] | QueryableAttribute[str], tenant_id: str | None
+) -> S:
     """``statement`` limited to one tenant, or left whole for ``None`` (the operator's view:
     the CLI, or the master key on /ui; only the inspector asks for it)."""
     return statement if tenant_id is None else statement.where(tenant_column == tenant_id)

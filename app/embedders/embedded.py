@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from app.embedders.minilm import MiniLM, weights_folder
 
@@ -76,7 +77,7 @@ def meaningful(text: str) -> str:
     return " ".join(words) if words else text
 
 
-def unit_rows(matrix: Any) -> np.ndarray:
+def unit_rows(matrix: npt.ArrayLike) -> np.ndarray:
     rows = np.asarray(matrix, dtype=np.float32)
     if rows.ndim == 1:
         rows = rows.reshape(1, -1)

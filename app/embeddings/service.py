@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import struct
 import time
-from typing import Any
+from typing import cast
 
 from app.core import metrics
 from app.core.errors import BadRequest
@@ -14,6 +14,7 @@ from app.embeddings.schemas import EmbeddingsRequest
 from app.keys.caller import Caller
 from app.state import AppState
 from app.turns.repository import request_log_repository
+from app.wire.embeddings import EmbeddingsResponse
 
 __all__ = ["create_embeddings"]
 
@@ -25,7 +26,7 @@ def _base64(vector: list[float]) -> str:
 
 async def create_embeddings(
     state: AppState, caller: Caller, request: EmbeddingsRequest
-) -> dict[str, Any]:
+) -> EmbeddingsResponse:
     if not request.has_input():
         raise BadRequest("'input' must not be empty.", param="input", code="invalid_input")
     started = time.perf_counter()
@@ -51,5 +52,5 @@ async def create_embeddings(
     metrics.record_embeddings(request.model, tokens, cost)
     if request.encoding_format == "base64":
         for item in response["data"]:
-            item["embedding"] = _base64(item["embedding"])
+            item["embedding"] = _base64(cast("list[float]", item["embedding"]))  # floats so far
     return response

@@ -20,11 +20,14 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app.core.errors import RateLimited
 from app.keys.caller import Caller
 from app.keys.window import SlidingWindow
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 __all__ = ["KeyLimits", "Reservation"]
 
@@ -52,7 +55,7 @@ class Reservation:
 
 class KeyLimits:
     def __init__(
-        self, spend: Spend, *, redis: Any | None = None, budget_wait_s: float = 30.0
+        self, spend: Spend, *, redis: Redis | None = None, budget_wait_s: float = 30.0
     ) -> None:
         self._spend = spend
         self._budget_wait_s = budget_wait_s

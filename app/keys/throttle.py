@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app.core.errors import RateLimited
 from app.keys.window import SlidingWindow
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 __all__ = ["AuthThrottle", "TooManyAuthFailures"]
 
@@ -27,7 +30,7 @@ class TooManyAuthFailures(RateLimited):
 
 
 class AuthThrottle:
-    def __init__(self, max_failures: int, window_s: float, *, redis: Any | None = None) -> None:
+    def __init__(self, max_failures: int, window_s: float, *, redis: Redis | None = None) -> None:
         self._max_failures = max_failures
         self._window = SlidingWindow("contextgate:authfail", window_s, redis=redis)
         self._blocked_until: dict[str, float] = {}

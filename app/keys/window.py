@@ -6,7 +6,10 @@ from __future__ import annotations
 import secrets
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 __all__ = ["SlidingWindow"]
 
@@ -32,7 +35,7 @@ _MAX_LOCAL_KEYS = 100_000
 
 
 class SlidingWindow:
-    def __init__(self, prefix: str, window_s: float, *, redis: Any | None = None) -> None:
+    def __init__(self, prefix: str, window_s: float, *, redis: Redis | None = None) -> None:
         self._prefix, self._window_s, self._redis = prefix, window_s, redis
         self._local: dict[str, deque[float]] = {}
 

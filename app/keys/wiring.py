@@ -3,7 +3,7 @@ failed-auth throttle; and register the secrets the logs must never show."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app.core.database import Database
 from app.core.logging import install_redaction, register_secret
@@ -13,6 +13,9 @@ from app.keys.limits import KeyLimits
 from app.keys.repository import key_repository
 from app.keys.service import KeyService
 from app.keys.throttle import AuthThrottle
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 __all__ = [
     "build_auth_throttle",
@@ -35,7 +38,7 @@ def build_key_service(settings: Settings, database: Database) -> KeyService | No
     return KeyService(database, settings.master_key.get_secret_value())
 
 
-def build_key_limits(settings: Settings, database: Database, redis: Any | None) -> KeyLimits:
+def build_key_limits(settings: Settings, database: Database, redis: Redis | None) -> KeyLimits:
     async def spend(caller: Caller) -> tuple[float, float]:
         assert caller.key_id is not None
         async with database.reading() as session:
@@ -44,7 +47,7 @@ def build_key_limits(settings: Settings, database: Database, redis: Any | None) 
     return KeyLimits(spend, redis=redis, budget_wait_s=settings.budget_wait_s)
 
 
-def build_auth_throttle(settings: Settings, redis: Any | None) -> AuthThrottle:
+def build_auth_throttle(settings: Settings, redis: Redis | None) -> AuthThrottle:
     return AuthThrottle(
         settings.auth_max_failures if settings.master_key is not None else 0,
         settings.auth_failure_window_s,

@@ -12,9 +12,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import httpx
 
@@ -30,6 +30,7 @@ from app.llm.responses import Usage, normalize_completion, usage_of
 from app.llm.routing import Deployment, ModelRouter, is_anthropic
 from app.llm.stream_handle import StreamHandle, incomplete_stream
 from app.wire.chat import ChatCompletion
+from app.wire.embeddings import EmbeddingInput, EmbeddingsResponse
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -116,7 +117,10 @@ class LLMClient:
             await self.transport.aclose()
 
     def _timeout(self, deployment: Deployment, timeout: float | None) -> httpx.Timeout:
-        total = float(timeout or deployment.params.get("timeout") or self.timeout_s)
+        # A config's timeout is a number, or a string of one.
+        total = float(
+            cast("float | str", timeout or deployment.params.get("timeout") or self.timeout_s)
+        )
         # httpx timeouts: connecting may take connect_timeout_s; every read, the total.
         return httpx.Timeout(total, connect=min(total, self.connect_timeout_s))
 
@@ -139,14 +143,16 @@ class LLMClient:
     def _call_kwargs(
         self,
         deployment: Deployment,
-        params: dict[str, Any],
+        params: Mapping[str, object],
         timeout: float | None,
         headers: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
+        """litellm's keyword arguments: the request's params, the deployment's, our controls."""
         kwargs = {**strip_control_params(params), **deployment.params}
         if headers and is_anthropic(deployment):
             # The client's anthropic-version / anthropic-beta; the deployment's own win.
-            kwargs["extra_headers"] = {**headers, **(kwargs.get("extra_headers") or {})}
+            extra = cast("Mapping[str, str]", kwargs.get("extra_headers") or {})
+            kwargs["extra_headers"] = {**headers, **extra}
         kwargs["timeout"] = self._timeout(deployment, timeout)
         kwargs["num_retries"] = 0
         kwargs["max_retries"] = 0
@@ -158,8 +164,8 @@ class LLMClient:
     async def complete(
         self,
         model_name: str,
-        messages: Sequence[Mapping[str, Any]],
-        params: dict[str, Any] | None = None,
+        messages: Sequence[Mapping[str, object]],
+        params: Mapping[str, object] | None = None,
         *,
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
@@ -168,7 +174,7 @@ class LLMClient:
         """One completion; ``headers`` go upstream only to Anthropic deployments."""
 
         async def call(deployment: Deployment) -> Completion:
-            raw: Any
+            raw: object  # litellm's ModelResponse, or the direct path's JSON (normalized below)
             if self.transport is not None and is_direct(deployment):
                 raw = await self.transport.complete(
                     deployment, messages, params or {}, self._timeout(deployment, timeout)
@@ -212,14 +218,14 @@ class LLMClient:
         return await self._with_retries(model_name, call, None)
 
     async def embeddings(
-        self, model_name: str, input: Any, params: dict[str, Any]
-    ) -> tuple[dict[str, Any], float]:
+        self, model_name: str, input: EmbeddingInput, params: Mapping[str, object]
+    ) -> tuple[EmbeddingsResponse, float]:
         """``POST /v1/embeddings`` passed through: OpenAI's response (float vectors) and its
         cost in USD; routing, retries and fallbacks as for completions. A plain
         OpenAI-compatible deployment is called directly, like chat (litellm not imported)."""
 
-        async def call(deployment: Deployment) -> tuple[dict[str, Any], float]:
-            raw: Any
+        async def call(deployment: Deployment) -> tuple[EmbeddingsResponse, float]:
+            raw: Any  # litellm's EmbeddingResponse, or the direct path's JSON: read by key
             if self.transport is not None and is_direct(deployment):
                 body = {**strip_control_params(params), "input": input, "encoding_format": "float"}
                 raw = await self.transport.embeddings(
@@ -236,7 +242,7 @@ class LLMClient:
                 )
                 tokens = int(getattr(getattr(raw, "usage", None), "prompt_tokens", 0) or 0)
             data = sorted(raw["data"], key=lambda item: item["index"])
-            response = {
+            response: EmbeddingsResponse = {
                 "object": "list",
                 "data": [
                     {
@@ -256,8 +262,8 @@ class LLMClient:
     async def stream(
         self,
         model_name: str,
-        messages: Sequence[Mapping[str, Any]],
-        params: dict[str, Any] | None = None,
+        messages: Sequence[Mapping[str, object]],
+        params: Mapping[str, object] | None = None,
         *,
         timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
@@ -266,10 +272,10 @@ class LLMClient:
         ``headers`` go upstream only to Anthropic deployments."""
 
         async def call(deployment: Deployment) -> StreamHandle:
-            opened: list[Any] = []
+            opened: list[AsyncIterator[object]] = []
 
-            async def first_chunk() -> Any:
-                response: Any
+            async def first_chunk() -> object | None:
+                response: AsyncIterable[object]  # SSEStream, or litellm's CustomStreamWrapper
                 if self.transport is not None and is_direct(deployment):
                     response = await self.transport.open_stream(
                         deployment, messages, params or {}, self._timeout(deployment, timeout)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import cast
 
 import httpx
 import orjson
@@ -57,7 +58,7 @@ _CONTEXT_MESSAGE = re.compile(
 )
 
 
-def _is_context_overflow(exc: BaseException, status: Any, message: str) -> bool:
+def _is_context_overflow(exc: BaseException, status: object, message: str) -> bool:
     if isinstance(exc, _loaded("litellm.exceptions", "ContextWindowExceededError")):
         return True
     if status not in (400, 413, 422):
@@ -101,7 +102,7 @@ def _json_error_message(message: str) -> str | None:
     return None
 
 
-def _response_headers(exc: BaseException) -> Any:
+def _response_headers(exc: BaseException) -> object:
     # litellm keeps the provider's headers apart; its `response` is a stub without them.
     headers = getattr(exc, "litellm_response_headers", None) or getattr(exc, "headers", None)
     if headers:
@@ -112,9 +113,10 @@ def _response_headers(exc: BaseException) -> Any:
 
 def retry_after_seconds(exc: BaseException) -> float | None:
     """Retry-After (seconds or an HTTP date) or retry-after-ms of the failed response."""
-    headers = _response_headers(exc)
-    if not hasattr(headers, "get"):
+    found = _response_headers(exc)
+    if not hasattr(found, "get"):
         return None
+    headers = cast("Mapping[str, str]", found)  # httpx.Headers, or a dict of them
     milliseconds = headers.get("retry-after-ms")
     if milliseconds is not None:
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 __all__ = ["install", "internal_call", "is_plain_json"]
@@ -29,7 +30,7 @@ _PLAIN_SCALARS = (str, int, float, bool, type(None))
 _installed = False
 
 
-def is_plain_json(value: Any, depth: int = 0) -> bool:
+def is_plain_json(value: object, depth: int = 0) -> bool:
     """True for dict/list/str/number/bool/None trees (what json.loads returns)."""
     if isinstance(value, _PLAIN_SCALARS):
         return True
@@ -45,9 +46,9 @@ def is_plain_json(value: Any, depth: int = 0) -> bool:
 
 
 def _fast_transform(
-    original: Callable[[Any, Any], Awaitable[Any]], create_types: tuple[Any, ...]
-) -> Callable[[Any, Any], Awaitable[Any]]:
-    async def transform(data: Any, expected_type: Any) -> Any:
+    original: Callable[[object, object], Awaitable[object]], create_types: tuple[object, ...]
+) -> Callable[[object, object], Awaitable[object]]:
+    async def transform(data: object, expected_type: object) -> object:
         if (
             expected_type in create_types
             and type(data) is dict
@@ -71,7 +72,7 @@ def internal_call() -> None:
         _internal_flag.set(True)
 
 
-def _internal_context() -> Any:
+def _internal_context() -> ContextVar[bool] | None:
     try:
         from litellm._internal_context import is_internal_call
     except ImportError:  # another litellm layout: its logging stays on
@@ -79,7 +80,9 @@ def _internal_context() -> Any:
     return is_internal_call
 
 
-_internal_flag: Any = None  # litellm's context variable, once install() has imported litellm
+_internal_flag: ContextVar[bool] | None = (
+    None  # litellm's context variable, once install() has imported litellm
+)
 
 
 def _skip_litellm_pricing() -> None:

@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import orjson
 
 from app.llm.pricing import Rates, UsageCost, price
-from app.llm.routing import Deployment
+from app.llm.routing import Deployment, ModelInfoFields
 
 __all__ = ["ModelInfo", "model_info_for"]
 
@@ -42,7 +42,7 @@ class ModelInfo:
             completion_tokens * self.output_cost_per_token,
         )
 
-    def price(self, usage: Mapping[str, Any] | None) -> UsageCost:
+    def price(self, usage: Mapping[str, object] | None) -> UsageCost:
         """A response's usage priced with its prompt cache (app/llm/pricing.py)."""
         return price(self.rates, usage)
 
@@ -53,15 +53,19 @@ _UNKNOWN = ModelInfo(None, None, 0.0, 0.0, False, False)
 _BUNDLED_MAP = "model_prices_and_context_window_backup.json"
 
 
-def _litellm_map() -> dict[str, Any]:
+CostMap = dict[str, ModelInfoFields]
+"""litellm's model map: a model's entry by name (its other fields, unread, kept)."""
+
+
+def _litellm_map() -> CostMap:
     import litellm
 
-    cost_map: dict[str, Any] = litellm.model_cost
+    cost_map: CostMap = litellm.model_cost
     return cost_map
 
 
 @lru_cache(maxsize=1)
-def _model_cost() -> dict[str, Any]:
+def _model_cost() -> CostMap:
     local = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").lower() == "true"
     spec = importlib.util.find_spec("litellm")
     if "litellm" in sys.modules or not local or spec is None or spec.origin is None:
@@ -70,7 +74,8 @@ def _model_cost() -> dict[str, Any]:
         data = orjson.loads((Path(spec.origin).parent / _BUNDLED_MAP).read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return _litellm_map()
-    return data if isinstance(data, dict) else _litellm_map()
+    # litellm's bundled copy of its map: read as litellm reads it.
+    return cast(CostMap, data) if isinstance(data, dict) else _litellm_map()
 
 
 @lru_cache(maxsize=1024)
@@ -80,7 +85,7 @@ def _litellm_info(model: str) -> ModelInfo:
         candidates.append(model.split("/", 1)[1])
     cost_map = _model_cost()
     for candidate in candidates:
-        entry: dict[str, Any] | None = cost_map.get(candidate)
+        entry = cost_map.get(candidate)
         if entry is None:
             continue
         return ModelInfo(

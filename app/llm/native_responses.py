@@ -24,7 +24,9 @@ import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from pydantic import BaseModel
 
 from app.core.errors import UpstreamError
 from app.llm.client import Completion, LLMClient, StreamHandle, _litellm
@@ -186,12 +188,12 @@ def _reasons(deployment: Deployment, request: NativeRequest) -> bool:
 
 def _kwargs(
     llm: LLMClient, deployment: Deployment, request: NativeRequest, items: list[NativeInput]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """litellm's ``aresponses`` keyword arguments for this call."""
     include = list(request.include)
     if _reasons(deployment, request) and ENCRYPTED_REASONING not in include:
         include.append(ENCRYPTED_REASONING)
-    body: dict[str, Any] = {
+    body: dict[str, object] = {
         "input": items,
         "store": False,
         "include": include or None,
@@ -211,12 +213,13 @@ def _kwargs(
     return kwargs
 
 
-def _dump(obj: Any) -> JSONObject:
+def _dump(obj: object) -> JSONObject:
     """litellm's object as the provider sent it: only the fields it set (the upstream
     boundary: what the provider's Responses API returned, as JSON)."""
     if isinstance(obj, dict):
         return obj
-    data: JSONObject = obj.model_dump(mode="json", exclude_unset=True, warnings=False)
+    model = cast(BaseModel, obj)  # litellm's Responses objects are pydantic models
+    data: JSONObject = model.model_dump(mode="json", exclude_unset=True, warnings=False)
     return data
 
 
@@ -291,8 +294,11 @@ class NativeStream(StreamHandle):
     """A Responses stream read as the stream lifecycle reads a chat stream (responses_items
     ``event_chunk``): every chunk carries its typed event for the Responses door."""
 
-    def __init__(self, first: JSONObject, rest: Any, deployment: Deployment) -> None:
+    def __init__(
+        self, first: JSONObject, rest: AsyncIterator[object], deployment: Deployment
+    ) -> None:
         super().__init__(first, rest, deployment)
+        self._upstream = rest  # litellm's Responses stream (its events: pydantic models)
         self._pending: JSONObject | None = first
 
     async def chunks(self) -> AsyncIterator[ChatChunk]:
@@ -321,7 +327,7 @@ class NativeStream(StreamHandle):
         if self._pending is not None:
             first, self._pending = self._pending, None
             yield first
-        async for raw in self._rest:
+        async for raw in self._upstream:
             yield _dump(raw)
 
 
@@ -338,7 +344,7 @@ async def native_stream(
     Responses API upstream, answer through the chat form."""
 
     async def call(deployment: Deployment) -> NativeStream:
-        opened: list[Any] = []
+        opened: list[AsyncIterator[object]] = []
 
         async def first_event() -> JSONObject | None:
             kwargs = _kwargs(llm, deployment, request, items)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypedDict, Unpack
 
 import httpcore
 import httpx
@@ -49,8 +49,8 @@ class _StreamProtocol(asyncio.Protocol):
         self.buffer = bytearray()
         self.eof = False
         self.error: BaseException | None = None
-        self._read_waiter: asyncio.Future[None] | None = None
-        self._drain_waiter: asyncio.Future[None] | None = None
+        self._read_waiter: asyncio.Future[object] | None = None
+        self._drain_waiter: asyncio.Future[object] | None = None
         self._writing_paused = False
         self._reading_paused = False
 
@@ -116,7 +116,7 @@ class _StreamProtocol(asyncio.Protocol):
 
 async def _wait(
     loop: asyncio.AbstractEventLoop,
-    waiter: asyncio.Future[None],
+    waiter: asyncio.Future[object],
     timeout: float | None,
     error: type[Exception],
 ) -> None:
@@ -132,10 +132,10 @@ async def _wait(
         raise error(f"timed out after {timeout} s")
 
 
-_TIMED_OUT: Any = object()
+_TIMED_OUT = object()  # what a waiter gets when its time is up
 
 
-def _expire(waiter: asyncio.Future[None]) -> None:
+def _expire(waiter: asyncio.Future[object]) -> None:
     if not waiter.done():
         waiter.set_result(_TIMED_OUT)
 
@@ -193,7 +193,7 @@ class AsyncioStream(AsyncNetworkStream):
         self._protocol.transport = transport  # type: ignore[assignment]
         return AsyncioStream(transport, self._protocol)  # type: ignore[arg-type]
 
-    def get_extra_info(self, info: str) -> Any:
+    def get_extra_info(self, info: str) -> object:
         if info == "is_readable":
             # Asked of idle connections: any byte, EOF or error means the server is done.
             protocol = self._protocol
@@ -233,7 +233,12 @@ class AsyncioBackend(AsyncNetworkBackend):
         )
 
     async def _connect(
-        self, open_connection: Any, timeout: float | None, options: Iterable[SocketOption] | None
+        self,
+        open_connection: Callable[
+            [Callable[[], _StreamProtocol]], Awaitable[tuple[asyncio.Transport, _StreamProtocol]]
+        ],
+        timeout: float | None,
+        options: Iterable[SocketOption] | None,
     ) -> AsyncNetworkStream:
         loop = asyncio.get_running_loop()
         try:
@@ -252,10 +257,19 @@ class AsyncioBackend(AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
+class TransportOptions(TypedDict, total=False):
+    """The options of ``httpx.AsyncHTTPTransport`` this transport is built with."""
+
+    verify: ssl.SSLContext | str | bool
+    limits: httpx.Limits
+    proxy: httpx.URL | str | httpx.Proxy | None
+    retries: int
+
+
 class AsyncioTransport(httpx.AsyncHTTPTransport):
     """httpx's transport with its connection pool (or proxy pool) on ``AsyncioBackend``."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Unpack[TransportOptions]) -> None:
         super().__init__(**kwargs)
         pool = self._pool
         if isinstance(pool, httpcore.AsyncConnectionPool):  # also AsyncHTTPProxy

@@ -20,7 +20,7 @@ import logging
 import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import suppress
-from typing import Any
+from typing import cast
 
 import httpx
 import orjson
@@ -134,8 +134,8 @@ class OpenAICompatTransport:
     def _request(
         self,
         deployment: Deployment,
-        messages: Sequence[Mapping[str, Any]],
-        params: dict[str, Any],
+        messages: Sequence[Mapping[str, object]],
+        params: Mapping[str, object],
         timeout: httpx.Timeout,
         *,
         stream: bool,
@@ -162,7 +162,7 @@ class OpenAICompatTransport:
         if organization:
             headers["openai-organization"] = str(organization)
         # Configured headers win, whatever their case (an `Authorization` replaces the key's).
-        headers.update(deployment.params.get("extra_headers") or {})
+        headers.update(cast("Mapping[str, str]", deployment.params.get("extra_headers") or {}))
         url = str(deployment.params["api_base"]).rstrip("/") + path
         return httpx.Request(
             "POST",
@@ -175,8 +175,8 @@ class OpenAICompatTransport:
     async def complete(
         self,
         deployment: Deployment,
-        messages: Sequence[Mapping[str, Any]],
-        params: dict[str, Any],
+        messages: Sequence[Mapping[str, object]],
+        params: Mapping[str, object],
         timeout: httpx.Timeout,
     ) -> JSONObject:
         """The upstream's ``chat.completion`` as it sent it (normalized by the caller)."""
@@ -218,8 +218,8 @@ class OpenAICompatTransport:
     async def open_stream(
         self,
         deployment: Deployment,
-        messages: Sequence[Mapping[str, Any]],
-        params: dict[str, Any],
+        messages: Sequence[Mapping[str, object]],
+        params: Mapping[str, object],
         timeout: httpx.Timeout,
     ) -> SSEStream:
         request = self._request(deployment, messages, params, timeout, stream=True)

@@ -7,7 +7,7 @@ server of its choosing; ``input_cost_per_token`` would rewrite what it pays.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 __all__ = ["strip_control_params"]
 
@@ -68,7 +68,7 @@ _CONTROL = frozenset(
 _CONTROL_PREFIXES = ("litellm_", "aws_", "vertex_", "azure_", "_")
 
 
-def strip_control_params(params: dict[str, Any]) -> dict[str, Any]:
+def strip_control_params(params: Mapping[str, object]) -> dict[str, object]:
     """``params`` without the keys that steer litellm instead of the model."""
     return {
         key: value

@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = ["PromptCache", "Rates", "UsageCost", "add_usage", "price", "prompt_cache"]
 
@@ -59,11 +58,11 @@ class UsageCost:
     cache: PromptCache = PromptCache(0)
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     """A rate as a number; a config's YAML reads ``1e-6`` (no dot) as the string '1e-6'."""
     if isinstance(value, bool):
         return None
@@ -77,11 +76,11 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
+def _dict(value: object) -> Mapping[str, object]:
     return value if isinstance(value, Mapping) else {}
 
 
-def prompt_cache(usage: Mapping[str, Any] | None) -> PromptCache:
+def prompt_cache(usage: Mapping[str, object] | None) -> PromptCache:
     """The cache's share of a prompt, from usage in any of the shapes the module doc lists."""
     usage = usage or {}
     details = _dict(usage.get("prompt_tokens_details"))
@@ -138,7 +137,7 @@ class Rates:
     source: Mapping[str, float] = field(default_factory=dict)  # every ``*cost*`` number
 
     @classmethod
-    def of(cls, entry: Mapping[str, Any]) -> Rates:
+    def of(cls, entry: Mapping[str, object]) -> Rates:
         numbers = {key: _number(value) for key, value in entry.items() if "cost" in key}
         source = {key: value for key, value in numbers.items() if value is not None}
         labels: dict[int, str] = {}
@@ -159,7 +158,7 @@ class Rates:
         return chosen
 
 
-def price(rates: Rates, usage: Mapping[str, Any] | None) -> UsageCost:
+def price(rates: Rates, usage: Mapping[str, object] | None) -> UsageCost:
     """The cost of ``usage`` at a model's ``rates``."""
     usage = usage or {}
     cache = prompt_cache(usage)
@@ -180,7 +179,7 @@ def price(rates: Rates, usage: Mapping[str, Any] | None) -> UsageCost:
     )
 
 
-def _add_into(total: dict[str, Any], key: str, value: Any) -> None:
+def _add_into(total: dict[str, object], key: str, value: object) -> None:
     if isinstance(value, Mapping):
         inner = total.setdefault(key, {})
         if isinstance(inner, dict):
@@ -190,7 +189,7 @@ def _add_into(total: dict[str, Any], key: str, value: Any) -> None:
         total[key] = _int(total.get(key)) + int(value)
 
 
-def add_usage(total: dict[str, Any], usage: Mapping[str, Any] | None) -> None:
+def add_usage(total: dict[str, object], usage: Mapping[str, object] | None) -> None:
     """Add one call's chat usage into ``total`` (several rounds of one turn), every count
     summed, the cache's details included, so that the sum is priced as the calls were."""
     for key, value in (usage or {}).items():

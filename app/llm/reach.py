@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from app.core.settings import Settings
@@ -60,7 +60,7 @@ PROVIDER_KEY_VARIABLES = (
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET")
 
 
-def credentials_problem(litellm_model: str, api_key: Any = None) -> str | None:
+def credentials_problem(litellm_model: str, api_key: object = None) -> str | None:
     """Why litellm cannot call ``litellm_model`` (unknown provider, missing key), or None."""
     import litellm
 

@@ -23,7 +23,7 @@ __all__ = ["Usage", "normalize_chunk", "normalize_completion", "usage_of"]
 class Usage:
     prompt_tokens: int
     completion_tokens: int
-    raw: Mapping[str, Any] = field(default_factory=dict)
+    raw: Mapping[str, object] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         """The two counts as chat usage (for a Usage built without the provider's raw one)."""

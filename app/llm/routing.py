@@ -10,15 +10,40 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 import yaml
 from pydantic import ValidationError
 
 from app.core.errors import NotFound
 from app.protocol.chat import CacheOptions
+from app.wire.json import JSONObject
 
-__all__ = ["ConfigError", "Deployment", "ModelRouter", "is_anthropic", "load_model_list"]
+__all__ = [
+    "ConfigError",
+    "Deployment",
+    "ModelInfoFields",
+    "ModelRouter",
+    "is_anthropic",
+    "load_model_list",
+]
+
+
+class ModelInfoFields(TypedDict, total=False):
+    """The fields contextgate reads of an entry of litellm's model map, and of a deployment's
+    ``model_info`` in the model_list (which overrides them; other keys pass unread). A config's
+    YAML reads a rate such as ``1e-6`` as a string: rates are read with ``float()``."""
+
+    max_input_tokens: int | None
+    max_tokens: int | None
+    max_output_tokens: int | None
+    input_cost_per_token: float | str
+    output_cost_per_token: float | str
+    supports_response_schema: bool
+    supports_reasoning: bool
+    base_model: str
+    responses_api: bool
+    context_cache: JSONObject
 
 
 class ConfigError(Exception):
@@ -31,8 +56,9 @@ class Deployment:
 
     model_name: str
     litellm_model: str
-    params: dict[str, Any] = field(default_factory=dict)
-    model_info: dict[str, Any] = field(default_factory=dict)
+    # litellm_params as the config gives them (api_base, api_key, …): passed on to the call.
+    params: dict[str, object] = field(default_factory=dict)
+    model_info: ModelInfoFields = field(default_factory=lambda: ModelInfoFields())
     # ``model_info.context_cache``: this deployment's cache-aware fit policy, the fields of a
     # request's ``context.cache`` (the request's own win; app/context/cache_policy.py).
     cache: CacheOptions | None = None
@@ -51,7 +77,7 @@ def is_anthropic(deployment: Deployment) -> bool:
     return deployment.litellm_model.startswith("anthropic/")
 
 
-def _resolve_secret(value: Any) -> Any:
+def _resolve_secret(value: object) -> object:
     if isinstance(value, str) and value.startswith("os.environ/"):
         name = value.removeprefix("os.environ/")
         resolved = os.environ.get(name)
@@ -61,7 +87,7 @@ def _resolve_secret(value: Any) -> Any:
     return value
 
 
-def _cache_options(path: Path, index: int, raw: Any) -> CacheOptions | None:
+def _cache_options(path: Path, index: int, raw: object) -> CacheOptions | None:
     if raw is None:
         return None
     try:
@@ -92,7 +118,8 @@ def load_model_list(path: Path) -> tuple[list[Deployment], dict[str, list[str]]]
             raise ConfigError(f"{path}: model_list[{index}].litellm_params needs 'model'")
         litellm_model = str(params.pop("model"))
         params = {key: _resolve_secret(value) for key, value in params.items()}
-        model_info = dict(entry.get("model_info") or {})
+        # The YAML's mapping as it is: the fields are read with the care ModelInfoFields says.
+        model_info = cast(ModelInfoFields, dict(entry.get("model_info") or {}))
         deployments.append(
             Deployment(
                 model_name=str(entry["model_name"]),
@@ -151,7 +178,7 @@ class ModelRouter:
             self._cursor[model_name] = start + 1
             return configured[start:] + configured[:start]
         if self._upstream_base_url:
-            params: dict[str, Any] = {
+            params: dict[str, object] = {
                 "api_base": self._upstream_base_url,
                 # OpenAI-compatible servers without auth still need some key from the SDK.
                 "api_key": self._upstream_api_key or "sk-contextgate-no-key",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import cast
 
 from app.core.errors import UpstreamError
 from app.llm.responses import normalize_chunk
@@ -24,7 +24,7 @@ def _has_finish(chunk: ChatChunk) -> bool:
     )
 
 
-def _upstream_finished(stream: Any, seen_finish: bool) -> bool:
+def _upstream_finished(stream: object, seen_finish: bool) -> bool:
     """Whether the upstream itself ended its stream properly: a finish reason or ``[DONE]``.
 
     litellm's stream wrapper synthesizes a final chunk with finish_reason "stop" when the
@@ -51,8 +51,13 @@ def incomplete_stream(model_name: str) -> UpstreamError:
 class StreamHandle:
     """An upstream stream whose first chunk has arrived; iterate for normalized chunks."""
 
-    def __init__(self, first: Any, rest: Any, deployment: Deployment) -> None:
-        self._first: Any | None = first
+    def __init__(
+        self, first: object | None, rest: AsyncIterator[object] | None, deployment: Deployment
+    ) -> None:
+        # ``first`` and the chunks of ``rest``: litellm's chunk objects, or the direct path's
+        # parsed events (normalize_chunk reads both). ``rest`` is None only for a subclass
+        # with chunks of its own.
+        self._first = first
         self._rest = rest
         self.deployment = deployment
 
@@ -67,7 +72,7 @@ class StreamHandle:
             chunk = normalize_chunk(first)
             finished = _has_finish(chunk)
             yield chunk
-        async for raw in self._rest:
+        async for raw in cast("AsyncIterator[object]", self._rest):
             chunk = normalize_chunk(raw)
             finished = finished or _has_finish(chunk)
             yield chunk

@@ -24,8 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -112,7 +111,7 @@ async def user_index(
 
 
 async def _catch_up(
-    session: AsyncSession, tenant_id: str, user: str, index: UserIndex, since: Any
+    session: AsyncSession, tenant_id: str, user: str, index: UserIndex, since: datetime
 ) -> bool:
     """Apply the rows changed since ``since``; False: too many, load the index whole."""
     changes = await memory_repository.memory_changes(session, tenant_id, user, since - _OVERLAP)

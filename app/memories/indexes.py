@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.memories.memory_index import UserIndex
 
 __all__ = ["INDEX_CACHE_SIZE", "MemoryIndexes"]
 
 INDEX_CACHE_SIZE = 64
+
+IndexSignature = tuple[int, datetime | None, str | None]
+"""The user's active memories (count, latest update) and the embedder's name."""
 
 
 class MemoryIndexes:
@@ -16,18 +23,20 @@ class MemoryIndexes:
     (index_refresh.py)."""
 
     def __init__(self) -> None:
-        self._indexes: OrderedDict[tuple[str, str], tuple[Any, Any]] = OrderedDict()
+        self._indexes: OrderedDict[tuple[str, str], tuple[IndexSignature, UserIndex]] = (
+            OrderedDict()
+        )
         # One refresh of a user's index at a time (it is updated in place).
         self._index_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
-    def cached_index(self, key: tuple[str, str], signature: Any) -> Any | None:
+    def cached_index(self, key: tuple[str, str], signature: IndexSignature) -> UserIndex | None:
         entry = self._indexes.get(key)
         if entry is None or entry[0] != signature:
             return None
         self._indexes.move_to_end(key)
         return entry[1]
 
-    def cached_entry(self, key: tuple[str, str]) -> tuple[Any, Any] | None:
+    def cached_entry(self, key: tuple[str, str]) -> tuple[IndexSignature, UserIndex] | None:
         """(signature, index) of ``key``, whatever the signature."""
         return self._indexes.get(key)
 
@@ -40,7 +49,9 @@ class MemoryIndexes:
             lock = self._index_locks[key] = asyncio.Lock()
         return lock
 
-    def store_index(self, key: tuple[str, str], signature: Any, index: Any) -> None:
+    def store_index(
+        self, key: tuple[str, str], signature: IndexSignature, index: UserIndex
+    ) -> None:
         self._indexes[key] = (signature, index)
         self._indexes.move_to_end(key)
         while len(self._indexes) > INDEX_CACHE_SIZE:

@@ -18,12 +18,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from app.embedders.embedder import unit_rows
 from app.memories.lexical import LexicalIndex, tokenize
+
+if TYPE_CHECKING:
+    from app.memories.repository import IndexColumns
+
+T = TypeVar("T")
 
 __all__ = ["Candidate", "MemoryRow", "UserIndex", "epoch"]
 
@@ -64,7 +69,7 @@ class MemoryRow:
     active: bool = True
 
     @classmethod
-    def of(cls, row: Any) -> MemoryRow:
+    def of(cls, row: IndexColumns) -> MemoryRow:
         return cls(
             row.id,
             row.content,
@@ -104,7 +109,10 @@ class UserIndex:
     # ---- building and updating ---------------------------------------------------------
     @classmethod
     def build(
-        cls, rows: Iterable[Any], embedder_name: str | None, facts: Iterable[str] = ()
+        cls,
+        rows: Iterable[IndexColumns | MemoryRow],
+        embedder_name: str | None,
+        facts: Iterable[str] = (),
     ) -> UserIndex:
         """From the rows (repository rows or ``MemoryRow``), BM25 snapshot included."""
         index = cls(embedder_name)
@@ -311,7 +319,7 @@ class UserIndex:
         keys = keys + additions
         order = None if in_order else np.asarray(sorted(range(len(keys)), key=keys.__getitem__))
 
-        def arranged(values: list[Any]) -> list[Any]:
+        def arranged(values: list[T]) -> list[T]:
             return values if order is None else [values[i] for i in order]
 
         def arranged_array(values: np.ndarray) -> np.ndarray:

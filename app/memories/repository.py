@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Protocol, cast
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -12,7 +12,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import Memory
 from app.db.repository import TenantRepository
 
-__all__ = ["INDEX_COLUMNS", "MemoryRepository", "memory_repository"]
+__all__ = [
+    "INDEX_COLUMNS",
+    "IndexColumns",
+    "MemoryRepository",
+    "MemorySignature",
+    "memory_repository",
+]
 
 _IN_CHUNK = 500
 
@@ -31,6 +37,35 @@ INDEX_COLUMNS = (
 )
 
 
+class IndexColumns(Protocol):
+    """A row of ``INDEX_COLUMNS`` (SQLAlchemy's Row, read by column name)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def memory_type(self) -> str: ...
+    @property
+    def importance(self) -> int: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def updated_at(self) -> datetime: ...
+    @property
+    def embedding(self) -> bytes | None: ...
+    @property
+    def embedding_model(self) -> str | None: ...
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def superseded_by(self) -> str | None: ...
+
+
+MemorySignature = tuple[int, datetime | None]
+"""(active memories, the latest update): changes whenever the user's active memories do."""
+
+
 class MemoryRepository(TenantRepository[Memory]):
     # ---- long-term memories -------------------------------------------------------------
     async def memories(
@@ -44,7 +79,7 @@ class MemoryRepository(TenantRepository[Memory]):
 
     async def memory_rows(
         self, session: AsyncSession, tenant_id: str, user: str, ids: Sequence[str] | None = None
-    ) -> list[Any]:
+    ) -> list[IndexColumns]:
         """The active free-text memories' retrieval columns (``INDEX_COLUMNS``; no ORM objects:
         cheaper for 10,000s), or those of ``ids`` among them."""
         statement = (
@@ -58,16 +93,16 @@ class MemoryRepository(TenantRepository[Memory]):
             .order_by(Memory.created_at, Memory.id)
         )
         if ids is None:
-            return list((await session.execute(statement)).all())
-        rows: list[Any] = []
+            return cast("list[IndexColumns]", list((await session.execute(statement)).all()))
+        rows: list[IndexColumns] = []
         for start in range(0, len(ids), _IN_CHUNK):
             chunk = statement.where(Memory.id.in_(ids[start : start + _IN_CHUNK]))
-            rows.extend((await session.execute(chunk)).all())
+            rows.extend(cast("list[IndexColumns]", (await session.execute(chunk)).all()))
         return rows
 
     async def memory_changes(
         self, session: AsyncSession, tenant_id: str, user: str, since: datetime
-    ) -> list[Any]:
+    ) -> list[IndexColumns]:
         """Every memory of the user updated at or after ``since``, superseded ones and facts
         included (``INDEX_COLUMNS``): what a retrieval index must apply to catch up."""
         statement = (
@@ -79,7 +114,7 @@ class MemoryRepository(TenantRepository[Memory]):
             )
             .order_by(Memory.created_at, Memory.id)
         )
-        return list((await session.execute(statement)).all())
+        return cast("list[IndexColumns]", list((await session.execute(statement)).all()))
 
     async def active_memory_ids(
         self, session: AsyncSession, tenant_id: str, user: str, *, facts: bool
@@ -95,7 +130,7 @@ class MemoryRepository(TenantRepository[Memory]):
 
     async def memory_signature(
         self, session: AsyncSession, tenant_id: str, user: str
-    ) -> tuple[int, datetime | None]:
+    ) -> MemorySignature:
         """Changes whenever the user's active memories change (for retrieval caches)."""
         statement = select(func.count(), func.max(Memory.updated_at)).where(
             self.tenant_clause(tenant_id),

@@ -3,7 +3,7 @@ message vectors of recall (a cache and the background backlog)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from app.compaction.locks import ConversationLocks
 from app.core.database import Database
@@ -12,11 +12,14 @@ from app.memories.indexes import MemoryIndexes
 from app.recall.services import VectorBacklog
 from app.recall.vector_sets import VectorCache
 
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
 __all__ = ["MemoryRuntime"]
 
 
 class MemoryRuntime:
-    def __init__(self, settings: Settings, database: Database, redis: Any | None = None) -> None:
+    def __init__(self, settings: Settings, database: Database, redis: Redis | None = None) -> None:
         # ``redis``: the state's shared client (its owner closes it).
         self.locks = ConversationLocks(
             redis=redis,

@@ -14,7 +14,8 @@ are the rest, each a clear 400 at the door, before anything is stored:
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated
 
 import orjson
 from pydantic import AfterValidator
@@ -48,7 +49,7 @@ def _metadata(value: dict[str, str]) -> dict[str, str]:
 Metadata = Annotated[dict[str, str], AfterValidator(_metadata)]
 
 
-def check_extra_size(extra: dict[str, Any] | None) -> None:
+def check_extra_size(extra: Mapping[str, object] | None) -> None:
     """Raise ValueError when an object's unknown fields take more than MAX_EXTRA_BYTES."""
     if not extra:
         return

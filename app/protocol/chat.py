@@ -5,13 +5,14 @@ Fields contextgate does not use are kept as extras and forwarded to the upstream
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Literal, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.protocol.bounds import MAX_USER_CHARS
 from app.protocol.goal import ContextGoal
 from app.wire.chat import ChatMessage as WireMessage
+from app.wire.json import JSONObject
 
 __all__ = [
     "AttachmentRef",
@@ -26,7 +27,7 @@ __all__ = [
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
-def _typed_tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _typed_tool_calls(calls: list[JSONObject]) -> list[JSONObject]:
     """Tool calls as OpenAI types them (kept as dicts): id and type strings, a function with a
     string name and string (JSON-encoded) arguments. A wrong type is the client's 400, never
     something the upstream or the store trips over."""
@@ -48,22 +49,25 @@ def _typed_tool_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return calls
 
 
-ToolCalls = Annotated[list[dict[str, Any]], AfterValidator(_typed_tool_calls)]
+ToolCalls = Annotated[list[JSONObject], AfterValidator(_typed_tool_calls)]
 
 
 class ChatMessage(BaseModel):
-    """One message as OpenAI accepts it; unknown keys (audio, refusal, …) are kept."""
+    """One message as OpenAI accepts it; unknown keys (audio, refusal, …) are kept.
+
+    Parts, calls and blocks stay the client's JSON objects as given (the validators check
+    what contextgate relies on; ``chat_messages`` hands them on in the chat form's types)."""
 
     model_config = ConfigDict(extra="allow")
 
     role: Role
-    content: str | list[dict[str, Any]] | None = None
+    content: str | list[JSONObject] | None = None
     name: str | None = None
     tool_calls: ToolCalls | None = None
     tool_call_id: str | None = None
     reasoning_content: str | None = None
     # Anthropic-style thinking (litellm's shape), resent byte-for-byte within a tool loop.
-    thinking_blocks: list[dict[str, Any]] | None = None
+    thinking_blocks: list[JSONObject] | None = None
 
     @model_validator(mode="after")
     def _shape_per_role(self) -> ChatMessage:
@@ -140,12 +144,12 @@ class ChatCompletionRequest(BaseModel):
     model: str = Field(min_length=1)
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
-    stream_options: dict[str, Any] | None = None
+    stream_options: JSONObject | None = None
     # The owner of long-term memory: as long as a memory's user may be (issue 24).
     user: str | None = Field(default=None, max_length=MAX_USER_CHARS)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    tools: list[dict[str, Any]] | None = None
+    tools: list[JSONObject] | None = None  # the client's tool definitions, forwarded as given
 
     # contextgate's extensions
     conversation_id: str | None = None
@@ -164,8 +168,9 @@ class ChatCompletionRequest(BaseModel):
     def output_tokens_requested(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
-    def forwarded_params(self) -> dict[str, Any]:
-        """Everything the upstream should see besides model and messages, unchanged."""
+    def forwarded_params(self) -> JSONObject:
+        """Everything the upstream should see besides model and messages, unchanged (the
+        client's JSON, passed on)."""
         params = self.model_dump(
             exclude={"model", "messages", "stream", "stream_options", *EXTENSION_FIELDS},
             exclude_none=True,

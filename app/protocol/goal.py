@@ -6,8 +6,6 @@ question and the goal's focus together. A bare string is shorthand for ``{"task"
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["ContextGoal"]
@@ -22,7 +20,7 @@ class ContextGoal(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _from_string(cls, value: Any) -> Any:
+    def _from_string(cls, value: object) -> object:
         return {"task": value} if isinstance(value, str) else value
 
     def query_terms(self) -> str:

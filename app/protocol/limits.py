@@ -17,11 +17,11 @@ if TYPE_CHECKING:
 __all__ = ["check_chat_limits", "check_message_sizes"]
 
 
-def _field(item: Any, name: str) -> Any:
+def _field(item: object, name: str) -> Any:  # a model's attribute or a dict's key
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
-def _message_chars(message: Any) -> int:
+def _message_chars(message: object) -> int:
     content = _field(message, "content")
     size = len(content) if isinstance(content, str) else 0
     if isinstance(content, list):
@@ -34,7 +34,7 @@ def _message_chars(message: Any) -> int:
     return size
 
 
-def check_message_sizes(settings: Settings, messages: Sequence[Any]) -> None:
+def check_message_sizes(settings: Settings, messages: Sequence[object]) -> None:
     """One message's text is capped (CONTEXTGATE_MAX_MESSAGE_CHARS): 413 before any counting.
     ``messages``: a request's messages, as models or in chat form (dicts)."""
     limit = settings.max_message_chars

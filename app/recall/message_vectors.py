@@ -17,11 +17,12 @@ import logging
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, delete, or_, select
+from sqlalchemy import ColumnElement, Row, and_, delete, or_, select
+from sqlalchemy.dialects.postgresql import Insert as PostgresInsert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import Insert as SQLiteInsert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -31,6 +32,7 @@ from app.db.repository import message_scope
 from app.embedders.embedder import Embedder, encode_vector
 from app.recall.services import RecallServices
 from app.tokens.counter import text_of
+from app.wire.chat import AssistantContent
 
 __all__ = [
     "EMBED_MAX_CHARS",
@@ -105,7 +107,9 @@ async def missing_messages(
     tool_sequences, tools_before = query.tool_sequences, query.tools_before
     newest_first, before_sequence = query.newest_first, query.before_sequence
     if tool_sequences is not None:
-        roles: Any = (Message.role == "tool") & Message.sequence_number.in_(list(tool_sequences))
+        roles: ColumnElement[bool] = (Message.role == "tool") & Message.sequence_number.in_(
+            list(tool_sequences)
+        )
     else:
         roles = Message.role.in_(_RECALLED_ROLES)
         if tools_before > 0:
@@ -144,7 +148,12 @@ async def missing_messages(
     return [_missing(row) for row in rows]
 
 
-def _missing(row: Any) -> MissingMessage:
+# id, sequence, turn, role, content, created_at, tool_call_id, the vector's id (outer join)
+# (the vector's id is None where the join found none, whatever its column's type says)
+_MissingRow = Row[int, int, int, str, AssistantContent, datetime, str | None, int]
+
+
+def _missing(row: _MissingRow) -> MissingMessage:
     message_id, sequence, turn, role, content, created_at, call_id, vector_id = row
     text = text_of(content).strip()
     stale = vector_id is not None
@@ -262,7 +271,7 @@ async def save_message_vectors(
     )
 
 
-def _insert_ignoring_duplicates(session: AsyncSession) -> Any:
+def _insert_ignoring_duplicates(session: AsyncSession) -> PostgresInsert | SQLiteInsert:
     if session.get_bind().dialect.name == "postgresql":
         return postgresql_insert(MessageVector).on_conflict_do_nothing(
             index_elements=["message_id"]

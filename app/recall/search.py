@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from sqlalchemy import select
@@ -230,7 +231,7 @@ class _Search:
         others = [r for r in others if r.embedding is not None]
         if not others:
             return
-        matrix = np.stack([decode_vector(r.embedding) for r in others])
+        matrix = np.stack([decode_vector(cast(bytes, r.embedding)) for r in others])  # not None
         if matrix.shape[1] == self.query_vector.shape[0]:
             ids = np.asarray([r.message_id for r in others], dtype=np.int64)
             self.hits.add(ids, matrix @ self.query_vector, wanted.min_similarity)

@@ -17,11 +17,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.context.assembler import AssembledContext
+from app.context.history import HistoryWindow
 from app.core.settings import Settings
+from app.db.models import Conversation
 from app.embedders.embedder import EmbeddingFailed
+from app.protocol.chat import ChatCompletionRequest
 from app.recall.render import Recalled, render_recalled
 from app.recall.search import RecallQuery, ToolScope, search
 from app.recall.services import RecallServices
@@ -50,18 +52,18 @@ class RecallTurn:
     prompt; ``room``: the tokens the fit left; ``boundary_sequence``: where compaction moved
     the history's start; ``message_overhead``: the block is a message of its own."""
 
-    request: Any
+    request: ChatCompletionRequest
     tenant_id: str
-    conversation: Any
+    conversation: Conversation | None  # None: a new conversation
     conversation_id: str
-    window: Any
+    window: HistoryWindow
     assembled: AssembledContext
     room: int
     boundary_sequence: int
     message_overhead: bool
 
 
-def _enabled(services: RecallServices, settings: Settings, request: Any) -> bool:
+def _enabled(services: RecallServices, settings: Settings, request: ChatCompletionRequest) -> bool:
     return bool(
         services.embedder is not None
         and settings.message_recall

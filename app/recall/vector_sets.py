@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, cast
 
 import numpy as np
 from sqlalchemy import select
@@ -60,7 +60,7 @@ class VectorSet:
         and this process stored the newer ones itself)."""
         return self.max_sequence >= sequence and time.monotonic() - self.read_at < REFRESH_S
 
-    def extend(self, rows: Sequence[Any]) -> None:
+    def extend(self, rows: Sequence[VectorColumns]) -> None:
         """Rows read from ``message_vectors`` (ordered by id)."""
         if rows:
             self.last_id = max(self.last_id, max(int(r.id) for r in rows))
@@ -131,6 +131,23 @@ _VECTOR_COLUMNS = (
 )
 
 
+class VectorColumns(Protocol):
+    """A row of ``_VECTOR_COLUMNS`` (SQLAlchemy's Row, read by column name)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def message_id(self) -> int: ...
+    @property
+    def sequence_number(self) -> int: ...
+    @property
+    def conversation_id(self) -> str: ...
+    @property
+    def embedding(self) -> bytes | None: ...
+    @property
+    def embedding_model(self) -> str | None: ...
+
+
 async def conversation_vectors(
     cache: VectorCache,
     session: AsyncSession,
@@ -155,13 +172,13 @@ async def conversation_vectors(
         )
         .order_by(MessageVector.id)
     )
-    vectors.extend((await session.execute(statement)).all())
+    vectors.extend(cast("list[VectorColumns]", (await session.execute(statement)).all()))
     return vectors
 
 
 async def other_conversations(
     session: AsyncSession, tenant_id: str, user: str, conversation_id: str, model: str
-) -> list[Any]:
+) -> list[VectorColumns]:
     statement = (
         select(*_VECTOR_COLUMNS)
         .where(
@@ -175,7 +192,7 @@ async def other_conversations(
         .order_by(MessageVector.id.desc())
         .limit(CROSS_SESSION_FETCH)
     )
-    return list((await session.execute(statement)).all())
+    return cast("list[VectorColumns]", list((await session.execute(statement)).all()))
 
 
 @dataclass(slots=True)

@@ -22,7 +22,6 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
-from typing import Any
 
 import orjson
 import tiktoken
@@ -43,7 +42,7 @@ REPLY_PRIMER = 3
 IMAGE_TOKENS = 85
 
 
-def text_of(content: Any) -> str:
+def text_of(content: object) -> str:
     """The text of a message's content: a string, or the text parts of a list."""
     if content is None:
         return ""
@@ -110,7 +109,7 @@ def _chunked_count(encoding: tiktoken.Encoding, text: str) -> int:
     return total
 
 
-def message_texts(message: Mapping[str, Any]) -> list[str]:
+def message_texts(message: Mapping[str, object]) -> list[str]:
     """The texts ``count_message`` encodes (content, name, tool calls as JSON)."""
     texts = [text_of(message.get("content"))]
     if message.get("name"):
@@ -224,10 +223,12 @@ class TokenCounter:
             )
         )
 
-    async def precount_messages(self, messages: Iterable[Mapping[str, Any]], model: str) -> None:
+    async def precount_messages(self, messages: Iterable[Mapping[str, object]], model: str) -> None:
         await self.precount((t for m in messages for t in message_texts(m)), model)
 
-    async def count_messages_async(self, messages: Sequence[Mapping[str, Any]], model: str) -> int:
+    async def count_messages_async(
+        self, messages: Sequence[Mapping[str, object]], model: str
+    ) -> int:
         """``count_messages`` with the large texts counted off the event loop."""
         await self.precount_messages(messages, model)
         return self.count_messages(messages, model)
@@ -237,7 +238,7 @@ class TokenCounter:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def count_message(self, message: Mapping[str, Any], model: str) -> int:
+    def count_message(self, message: Mapping[str, object], model: str) -> int:
         tokens = MESSAGE_OVERHEAD + self.count_text(text_of(message.get("content")), model)
         content = message.get("content")
         if isinstance(content, list):
@@ -252,5 +253,5 @@ class TokenCounter:
             tokens += 1
         return tokens
 
-    def count_messages(self, messages: Sequence[Mapping[str, Any]], model: str) -> int:
+    def count_messages(self, messages: Sequence[Mapping[str, object]], model: str) -> int:
         return REPLY_PRIMER + sum(self.count_message(message, model) for message in messages)

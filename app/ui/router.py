@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Form, Query, Request
@@ -40,7 +40,7 @@ TIMELINE_MESSAGES = 400
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
-def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+def _page(request: Request, name: str, status_code: int = 200, **context: object) -> Response:
     response = templates.TemplateResponse(request, name, context, status_code=status_code)
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"

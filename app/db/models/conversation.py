@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import JSON, Index, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -28,7 +28,7 @@ class Conversation(Base):
     model: Mapped[str | None] = mapped_column(String(200))
     title: Mapped[str | None] = mapped_column(String(200))
     # The Conversations API's metadata (up to 16 string pairs); ``metadata`` is the ORM's own.
-    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, default=None)
+    meta: Mapped[dict[str, str] | None] = mapped_column("metadata", JSON, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

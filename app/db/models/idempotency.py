@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import JSON, LargeBinary, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
@@ -25,6 +24,6 @@ class IdempotencyRecord(Base):
     status: Mapped[str] = mapped_column(String(16))  # pending | done
     status_code: Mapped[int | None] = mapped_column(default=None)
     media_type: Mapped[str | None] = mapped_column(String(64), default=None)
-    headers: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    headers: Mapped[dict[str, str] | None] = mapped_column(JSON, default=None)
     body: Mapped[bytes | None] = mapped_column(LargeBinary, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -9,6 +9,7 @@ from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.models.base import Base, utcnow
+from app.wire.chat import AssistantContent
 
 __all__ = ["Message"]
 
@@ -28,8 +29,10 @@ class Message(Base):
     sequence_number: Mapped[int]
     turn_number: Mapped[int] = mapped_column(default=0)
     role: Mapped[str] = mapped_column(String(20))
-    content: Mapped[Any] = mapped_column(JSON, nullable=True)  # str, list of parts, or null
+    content: Mapped[AssistantContent] = mapped_column(JSON, nullable=True)
     name: Mapped[str | None] = mapped_column(String(200))
+    # Each a wire.chat ToolCall / ThinkingBlockParam: to be typed so once app/inspect and
+    # app/responses read them as such (they take plain dicts).
     tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     tool_call_id: Mapped[str | None] = mapped_column(String(200))
     reasoning_content: Mapped[str | None] = mapped_column(Text)

@@ -10,6 +10,8 @@ from sqlalchemy import JSON, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.models.base import Base, utcnow
+from app.wire.json import JSONObject
+from app.wire.responses import ResponseOutput, ResponsesUsage
 
 __all__ = ["ResponseRecord"]
 
@@ -27,10 +29,11 @@ class ResponseRecord(Base):
     end_sequence: Mapped[int]
     model: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(16))  # completed | incomplete | failed
-    output: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
-    usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    output: Mapped[list[ResponseOutput]] = mapped_column(JSON)
+    usage: Mapped[ResponsesUsage | None] = mapped_column(JSON)
+    # wire.responses InputItem each: app/responses reads them as plain dicts for now.
     input_items: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     # The request fields a Response repeats (instructions, tools, metadata, …).
-    echo: Mapped[dict[str, Any]] = mapped_column(JSON)
+    echo: Mapped[JSONObject] = mapped_column(JSON)  # the request's fields, repeated as given
     incomplete_reason: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -7,14 +7,24 @@ the merged ones at it (``merged_into``); the raw messages they cover stay stored
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from sqlalchemy import JSON, Float, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.models.base import Base, new_id, utcnow
 
-__all__ = ["ConversationSummaryRow"]
+__all__ = ["ConversationSummaryRow", "SummaryFact"]
+
+
+class SummaryFact(TypedDict):
+    """A semantic fact of a summary: the summarizer's (app/compaction/schemas.Fact, with its
+    confidence) or the rule-based fallback's."""
+
+    fact: str
+    type: str
+    importance: int
+    confidence: NotRequired[float]
 
 
 class ConversationSummaryRow(Base):
@@ -34,7 +44,7 @@ class ConversationSummaryRow(Base):
     start_tokens: Mapped[int] = mapped_column(default=0)
     end_tokens: Mapped[int] = mapped_column(default=0)
     episodic: Mapped[str] = mapped_column(Text)
-    facts: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    facts: Mapped[list[SummaryFact]] = mapped_column(JSON, default=list)
     token_count: Mapped[int] = mapped_column(default=0)
     # The higher-level summary this one was merged into; None while it is active.
     merged_into: Mapped[str | None] = mapped_column(String(40), default=None)
