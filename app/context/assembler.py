@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.context.budget import TokenBudget
 from app.context.cache_fit import CacheFit, CacheInput, cache_fit
@@ -14,6 +13,7 @@ from app.context.seal import LOOP_CUT_NOTE, Anchor, SealResult, seal_prompt
 from app.conversations.messages import ConversationMessage
 from app.core.errors import ContextLengthExceeded
 from app.tokens.counter import REPLY_PRIMER
+from app.wire.chat import ChatMessage
 
 __all__ = ["AssembledContext", "AssemblyInput", "assemble", "seal_assembled"]
 
@@ -34,7 +34,7 @@ class AssemblyInput:
 
 @dataclass(slots=True)
 class AssembledContext:
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     utilization: ContextUtilization
     cache: CacheFit | None = None
     prefix_count: int = 0  # leading messages that stay the same until the next cut

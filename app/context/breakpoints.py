@@ -11,31 +11,36 @@ messages are left as they are.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import cast
 
 from app.conversations.fingerprint import content_hash
+from app.wire.chat import ChatMessage, ContentPart
+from app.wire.json import JSONObject
 
 __all__ = ["has_breakpoint", "keep_client_breakpoints"]
 
 
-def has_breakpoint(message: dict[str, Any]) -> bool:
+def has_breakpoint(message: ChatMessage) -> bool:
     content = message.get("content")
     if isinstance(content, list):
         return any(isinstance(part, dict) and "cache_control" in part for part in content)
     return False
 
 
-def _without_breakpoints(message: dict[str, Any]) -> dict[str, Any]:
+def _without_breakpoints(message: ChatMessage) -> ChatMessage:
     parts = [
-        {k: v for k, v in part.items() if k != "cache_control"} if isinstance(part, dict) else part
-        for part in message["content"]
+        cast(ContentPart, {k: v for k, v in part.items() if k != "cache_control"})
+        if isinstance(part, dict)
+        else part
+        for part in cast(list[ContentPart], message["content"])  # has_breakpoint: parts
     ]
     return {**message, "content": parts}
 
 
 def keep_client_breakpoints(
-    messages: list[dict[str, Any]],
-    request_versions: dict[str, dict[str, Any]],
+    messages: list[ChatMessage],
+    request_versions: Mapping[str, ChatMessage],
     new_hashes: set[str],
 ) -> None:
     """Rewrite ``messages`` (what goes upstream) in place; ``request_versions``: this request's
@@ -48,7 +53,7 @@ def keep_client_breakpoints(
         marked = has_breakpoint(message)
         if not (marked or client_marks):
             continue
-        digest = content_hash(message)
+        digest = content_hash(cast(JSONObject, message))  # until it takes a Mapping
         version = request_versions.get(digest)
         if version is not None:
             if marked or has_breakpoint(version):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import orjson
 
@@ -42,7 +41,7 @@ def input_budget(
 
 
 async def count_tools(
-    counter: TokenCounter, tools: Sequence[Mapping[str, Any]] | None, model: str
+    counter: TokenCounter, tools: Sequence[Mapping[str, object]] | None, model: str
 ) -> int:
     """Tokens of the tool definitions sent with the request: their JSON; a large set counted in
     the token pool (off the loop), and remembered: agents resend the same tools every call."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from app.context.cache_policy import CachePolicy
 from app.context.fit import drop_incoherent
@@ -25,6 +24,7 @@ from app.context.metadata import ClearedToolResult as ClearedToolResultOut
 from app.context.metadata import ContextUtilization
 from app.conversations.cache_state import CacheState
 from app.conversations.messages import ConversationMessage
+from app.wire.chat import ChatMessage
 
 __all__ = [
     "CacheFit",
@@ -35,7 +35,7 @@ __all__ = [
     "placeholder_text",
 ]
 
-CountMessage = Callable[[dict[str, Any]], int]
+CountMessage = Callable[[ChatMessage], int]
 
 
 @dataclass(slots=True)
@@ -116,7 +116,7 @@ class _Clearing:
         if message.sequence_number in self._cache:
             return self._cache[message.sequence_number]
         text = placeholder_text(self.name(message), str(message.tool_call_id), message.token_count)
-        sent = {"role": "tool", "content": text, "tool_call_id": message.tool_call_id}
+        sent: ChatMessage = {"role": "tool", "content": text, "tool_call_id": message.tool_call_id}
         tokens = self.count(sent)
         cleared = None
         if message.token_count > 2 * tokens:

@@ -9,11 +9,13 @@ prefixes automatically and needs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 from app.context.metadata import ContextUtilization, CostInfo
 from app.llm.pricing import prompt_cache
+from app.wire.anthropic import CacheControl
+from app.wire.chat import ChatMessage, ContentPart
 
 __all__ = [
     "add_cache_hints",
@@ -23,7 +25,7 @@ __all__ = [
     "provider_cache_usage",
 ]
 
-EPHEMERAL = {"type": "ephemeral"}
+EPHEMERAL: CacheControl = {"type": "ephemeral"}
 
 
 def is_anthropic_model(model: str) -> bool:
@@ -33,7 +35,9 @@ def is_anthropic_model(model: str) -> bool:
     )
 
 
-def client_marked_cache(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> bool:
+def client_marked_cache(
+    messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, object]] | None
+) -> bool:
     """Whether the client put any ``cache_control`` itself (then its own are kept as sent)."""
     for message in messages:
         if "cache_control" in message:
@@ -46,18 +50,18 @@ def client_marked_cache(messages: list[dict[str, Any]], tools: list[dict[str, An
     return any(isinstance(tool, dict) and "cache_control" in tool for tool in tools or [])
 
 
-def _marked(message: dict[str, Any]) -> dict[str, Any] | None:
+def _marked(message: ChatMessage) -> ChatMessage | None:
     content = message.get("content")
     if isinstance(content, str) and content:
-        parts: list[Any] = [{"type": "text", "text": content, "cache_control": EPHEMERAL}]
+        parts: list[ContentPart] = [{"type": "text", "text": content, "cache_control": EPHEMERAL}]
     elif isinstance(content, list) and content and isinstance(content[-1], dict):
-        parts = [*content[:-1], {**content[-1], "cache_control": EPHEMERAL}]
+        parts = [*content[:-1], cast(ContentPart, {**content[-1], "cache_control": EPHEMERAL})]
     else:
         return None  # nothing to mark (e.g. an assistant message with tool calls only)
     return {**message, "content": parts}
 
 
-def add_cache_hints(messages: list[dict[str, Any]], system_count: int, prefix_count: int) -> int:
+def add_cache_hints(messages: list[ChatMessage], system_count: int, prefix_count: int) -> int:
     """Mark breakpoints in place (copies of the marked messages); returns how many were set."""
     wanted = {system_count - 1, prefix_count - 1, len(messages) - 1}
     placed = 0
@@ -74,7 +78,9 @@ def add_cache_hints(messages: list[dict[str, Any]], system_count: int, prefix_co
     return placed
 
 
-def provider_cache_usage(utilization: ContextUtilization, usage: Mapping[str, Any] | None) -> None:
+def provider_cache_usage(
+    utilization: ContextUtilization, usage: Mapping[str, object] | None
+) -> None:
     """Copy the provider's cache reads and writes (1-hour ones apart) into ``cache_stats``, read
     as they are priced (app/llm/pricing.py)."""
     if not usage:

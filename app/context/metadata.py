@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, Field, field_serializer
 
 from app.core.redact import redactor
 from app.llm.responses import Usage
 from app.protocol.goal import ContextGoal
+from app.wire.json import JSONObject
 
 __all__ = [
     "ArtifactOutcome",
+    "ArtifactOutcomeRecord",
     "CacheStats",
     "ClearedToolResult",
     "ContextBreakdown",
@@ -62,6 +64,21 @@ class ArtifactOutcome(BaseModel):
     carried: bool = False
     # The document's title or the tool's name, for people reading the report (not in the contract).
     title: str | None = None
+
+
+class ArtifactOutcomeRecord(TypedDict):
+    """An ``ArtifactOutcome`` as JSON (``model_dump(mode="json")``): how the prompt owner's
+    ledger keeps the outcomes of the artifacts in its prompt (app/turns/owner.py)."""
+
+    artifact_id: str
+    source: str
+    artifact_type: Literal["tool_result", "document"]
+    strategy: Literal["include_full", "summarize", "rag_extract", "exclude"]
+    original_size_chars: int
+    processed_size_chars: int
+    cache_hit: bool
+    carried: bool
+    title: str | None
 
 
 class PlanningCost(BaseModel):
@@ -158,7 +175,8 @@ class PlannerDecision(BaseModel):
     reason: str  # the planning rule that fired (app/context/decision.py)
     model: str | None = None  # the planner model, when it was asked
     reasoning: str = ""  # the plan's own reasoning
-    decisions: list[dict[str, Any]] = Field(default_factory=list)  # artifact_id, strategy, …
+    # Each ArtifactDecision as JSON, its defaults left out: artifact_id, strategy, …
+    decisions: list[JSONObject] = Field(default_factory=list)
     cost: float = 0.0
 
 
@@ -178,13 +196,15 @@ class ContextUtilization(BaseModel):
     planning_usage: ContextPlanningUsage = Field(default_factory=ContextPlanningUsage)
     goal: ContextGoal | None = None
     cache_stats: CacheStats = Field(default_factory=CacheStats)
-    compaction: dict[str, Any] | None = None
-    memories_injected: list[dict[str, Any]] = Field(default_factory=list)
+    # The reports of their own packages, passed along as they made them: compaction's
+    # (app/compaction ``CompactionReport.as_dict``) and the memories' (app/memories).
+    compaction: JSONObject | None = None
+    memories_injected: list[JSONObject] = Field(default_factory=list)
     # ids of memories the model saved with the ``remember`` tool (llm_triggered extraction)
     memories_remembered: list[str] = Field(default_factory=list)
     # Stored messages brought back by message recall: sequence_number, turn_number,
     # conversation_id, similarity (app/recall/search.py).
-    messages_recalled: list[dict[str, Any]] = Field(default_factory=list)
+    messages_recalled: list[JSONObject] = Field(default_factory=list)
     # Why something fell back (planner failed, cache unreachable, …); empty when all went well.
     notes: list[str] = Field(default_factory=list)
     calibration: TokenCalibrationStats = Field(default_factory=TokenCalibrationStats)
@@ -193,7 +213,7 @@ class ContextUtilization(BaseModel):
     thinking_disabled: str | None = None
 
     @field_serializer("notes", "compaction")
-    def _redacted(self, value: Any) -> Any:
+    def _redacted(self, value: list[str] | JSONObject | None) -> object:
         # Notes quote failures (planner, summarizer, embeddings): never a secret in them.
         return redactor.value(value)
 

@@ -9,11 +9,12 @@ their ``reasoning_content``. Older turns' reasoning stays stored and shown, not 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import cast
 
 from app.context.metadata import ContextUtilization
 from app.context.seal import LOOP_CUT_NOTE, Anchor
 from app.conversations.messages import ConversationMessage
+from app.wire.chat import ChatMessage
 
 __all__ = ["LOOP_CUT_NOTE", "render_messages"]
 
@@ -32,7 +33,7 @@ def render_messages(
     anchors: list[Anchor] | None = None,
     *,
     kept_blocks: Collection[int] = (),
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The messages as sent upstream, reasoning where the loop needs it. ``anchors`` collects
     the answers with a prompt hash, for the seal (app/context/seal.py) to check. A user
     message's frozen per-turn block goes with it when it starts the current loop, or when it
@@ -43,11 +44,12 @@ def render_messages(
     ]
     if start is None and any(carries):
         utilization.notes.append(LOOP_CUT_NOTE)
-    rendered = []
+    rendered: list[ChatMessage] = []
     for index, message in enumerate(sent):
         resend = start is not None and index > start and carries[index]
         with_prefix = index == start or message.sequence_number in kept_blocks
-        out = message.to_openai(with_reasoning=resend, with_prefix=with_prefix)
+        # ``to_openai`` builds the chat form (app/conversations/messages.py).
+        out = cast(ChatMessage, message.to_openai(with_reasoning=resend, with_prefix=with_prefix))
         if anchors is not None and message.prompt_hash and message.role == "assistant":
             anchors.append(Anchor(out, message, resend))
         rendered.append(out)

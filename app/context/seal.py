@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from app.context.metadata import ContextUtilization
 from app.conversations.messages import ConversationMessage
+from app.wire.chat import ChatMessage
 
 __all__ = [
     "EDITED_BEFORE_THINKING_NOTE",
@@ -49,7 +49,7 @@ EDITED_BEFORE_THINKING_NOTE = (
 class Anchor:
     """A rendered assistant message that was answered through contextgate (it has a hash)."""
 
-    rendered: dict[str, Any]
+    rendered: ChatMessage
     message: ConversationMessage
     resends_reasoning: bool
 
@@ -64,11 +64,11 @@ class SealResult:
     reasoning_withheld: bool = False
 
 
-def _encode(message: dict[str, Any]) -> bytes:
+def _encode(message: ChatMessage) -> bytes:
     return orjson.dumps(message, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
 
 
-def chain_hash(previous: str, messages: Iterable[dict[str, Any]]) -> str:
+def chain_hash(previous: str, messages: Iterable[ChatMessage]) -> str:
     """The seal's hash of a prompt that starts with a prompt hashed ``previous`` ("" at the
     start) and goes on with ``messages``."""
     digest = bytes.fromhex(previous) if previous else b""
@@ -78,7 +78,7 @@ def chain_hash(previous: str, messages: Iterable[dict[str, Any]]) -> str:
 
 
 def _scan(
-    messages: list[dict[str, Any]], anchors: list[Anchor], previous: ConversationMessage | None
+    messages: list[ChatMessage], anchors: list[Anchor], previous: ConversationMessage | None
 ) -> tuple[str, bool | None, int | None]:
     """The prompt's hash, whether the previous answer's prefix is unchanged, and the index of
     the first answer whose reasoning is resent after a changed prefix."""
@@ -99,7 +99,7 @@ def _scan(
 
 
 def seal_prompt(
-    messages: list[dict[str, Any]],
+    messages: list[ChatMessage],
     anchors: list[Anchor],
     utilization: ContextUtilization,
     *,

@@ -9,18 +9,17 @@ Its id and source name where it lives, as the engine names historical results: `
 
 from __future__ import annotations
 
-from typing import Any
-
 from app.context.metadata import ArtifactOutcome
 from app.conversations.messages import ConversationMessage
 from app.tokens.counter import text_of
+from app.wire.chat import ChatMessage
 
 __all__ = ["complete_artifacts"]
 
 PLACEHOLDER_START = "[contextgate: the result of tool"
 
 
-def _names(messages: list[dict[str, Any]]) -> dict[str, str]:
+def _names(messages: list[ChatMessage]) -> dict[str, str]:
     names: dict[str, str] = {}
     for message in messages:
         for call in message.get("tool_calls") or []:
@@ -30,7 +29,7 @@ def _names(messages: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def complete_artifacts(
-    messages: list[dict[str, Any]],
+    messages: list[ChatMessage],
     planned: list[ArtifactOutcome],
     sources: list[ConversationMessage],
 ) -> list[ArtifactOutcome]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from app.conversations.messages import prefixed
 from app.memories.retrieval import Retrieved
 from app.memories.template import DEFAULT_TEMPLATE, Line, render_block
+from app.wire.chat import AssistantContent, ChatMessage, MessageContent
 
 __all__ = ["inject", "insert_bundle", "render_context", "render_memories"]
 
@@ -34,20 +34,20 @@ def render_context(
     return render_block([], lines, now, template)
 
 
-def _append_content(content: Any, block: str) -> Any:
+def _append_content(content: AssistantContent, block: str) -> MessageContent:
     if isinstance(content, list):
         return [*content, {"type": "text", "text": block}]
     return f"{content}\n\n{block}" if content else block
 
 
-def _last_user(messages: list[dict[str, Any]]) -> int | None:
+def _last_user(messages: list[ChatMessage]) -> int | None:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "user":
             return index
     return None
 
 
-def inject(messages: list[dict[str, Any]], block: str, mode: str) -> list[dict[str, Any]]:
+def inject(messages: list[ChatMessage], block: str, mode: str) -> list[ChatMessage]:
     """A copy of ``messages`` with ``block`` placed as ``mode`` says. Only the message that
     changes is copied: the others stay the objects the assembler rendered (the prompt seal
     finds the answers it checks by identity)."""
@@ -55,7 +55,7 @@ def inject(messages: list[dict[str, Any]], block: str, mode: str) -> list[dict[s
     last_user = _last_user(result)
     if mode == "system_append":
         if result and result[0].get("role") in _SYSTEM_ROLES:
-            first = dict(result[0])
+            first = result[0].copy()
             first["content"] = _append_content(first.get("content"), block)
             result[0] = first
         else:
@@ -64,7 +64,7 @@ def inject(messages: list[dict[str, Any]], block: str, mode: str) -> list[dict[s
         position = last_user if last_user is not None else len(result)
         result.insert(position, {"role": "system", "content": block})
     elif last_user is not None:
-        user = dict(result[last_user])
+        user = result[last_user].copy()
         user["content"] = prefixed(user.get("content"), block)
         result[last_user] = user
     else:  # no user message to prefix (a tool-result continuation): its own message
@@ -72,7 +72,7 @@ def inject(messages: list[dict[str, Any]], block: str, mode: str) -> list[dict[s
     return result
 
 
-def insert_bundle(messages: list[dict[str, Any]], bundle: str) -> list[dict[str, Any]]:
+def insert_bundle(messages: list[ChatMessage], bundle: str) -> list[ChatMessage]:
     """The memory bundle as a system message right after the leading system prompt."""
     position = 0
     while position < len(messages) and messages[position].get("role") in _SYSTEM_ROLES:

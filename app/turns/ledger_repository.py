@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
 import orjson
 from sqlalchemy import Insert, bindparam, select
@@ -13,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import PromptLedgerRow, utcnow
 from app.db.repository import TenantScope
-from app.turns.owner import Ledger
+from app.turns.owner import Ledger, LedgerValues
 
 __all__ = ["ledger_of", "load_ledger", "save_ledger"]
 
@@ -58,7 +57,7 @@ def ledger_of(row: PromptLedgerRow | None) -> Ledger | None:
 
 
 async def save_ledger(
-    session: AsyncSession, tenant_id: str, conversation_id: str, values: dict[str, Any]
+    session: AsyncSession, tenant_id: str, conversation_id: str, values: LedgerValues
 ) -> None:
     """Upsert the conversation's ledger (one statement); ``values``: ``PromptRecord.row``."""
     dialect = session.bind.dialect.name if session.bind is not None else "sqlite"

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from app.context.cache_fit import ClearedResult, placeholder_text
 from app.context.cache_policy import CachePolicy
 from app.conversations.messages import ConversationMessage
+from app.wire.chat import ChatMessage
 
 __all__ = ["LoopClearing", "clear_loop_results"]
 
@@ -43,7 +43,7 @@ def clear_loop_results(
     *,
     target: int,
     policy: CachePolicy,
-    count: Callable[[dict[str, Any]], int],
+    count: Callable[[ChatMessage], int],
 ) -> LoopClearing:
     """``current`` with its oldest clearable tool results as placeholders, until its tokens are
     at most ``target`` (or nothing more may be cleared)."""

@@ -10,7 +10,7 @@ re-encoded or re-planned, so a 150k-token agent prompt costs what its newest ste
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -25,6 +25,7 @@ from app.state import AppState
 from app.tokens.counter import REPLY_PRIMER
 from app.turns.context import TurnContext
 from app.turns.owner import Ledger, Watermarks, appended
+from app.wire.chat import ChatMessage
 
 __all__ = ["LoopStep", "append_loop_step", "load_loop_step"]
 
@@ -46,13 +47,14 @@ async def load_loop_step(
     return LoopStep(attach_reasoning_steps([*stored, *new]))
 
 
-def _render(message: ConversationMessage) -> dict[str, Any]:
+def _render(message: ConversationMessage) -> ChatMessage:
     """A loop message as sent: the loop's answers carry their reasoning back (the loop started
     before the kept prompt's end, and no user message follows them)."""
     carries = message.role == "assistant" and bool(
         message.thinking_blocks or message.reasoning_content
     )
-    return message.to_openai(with_reasoning=carries, with_prefix=False)
+    # ``to_openai`` builds the chat form (app/conversations/messages.py).
+    return cast(ChatMessage, message.to_openai(with_reasoning=carries, with_prefix=False))
 
 
 async def append_loop_step(
@@ -63,7 +65,7 @@ async def append_loop_step(
     *,
     tools_tokens: int,
     marks: Watermarks,
-) -> tuple[list[dict[str, Any]], ContextUtilization]:
+) -> tuple[list[ChatMessage], ContextUtilization]:
     """The prompt (ledger + rendered step) and its utilization, with this step's artifacts
     planned within what the high-water mark leaves."""
     request, tenant_id = context.request, context.caller.tenant_id

@@ -10,18 +10,21 @@ prompt, kept byte for byte) where the client set nothing there, within Anthropic
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from app.context.breakpoints import has_breakpoint, keep_client_breakpoints
 from app.context.cache_hints import EPHEMERAL, add_cache_hints, client_marked_cache
+from app.wire.anthropic import CacheControl
+from app.wire.chat import ChatMessage, ContentPart
 
 __all__ = ["MAX_BREAKPOINTS", "ClientMarks", "place_marks"]
 
 MAX_BREAKPOINTS = 4  # Anthropic refuses a request with more
 
 
-def _count(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+def _count(messages: list[ChatMessage], tools: Sequence[Mapping[str, object]] | None) -> int:
     marks = sum(1 for t in tools or [] if isinstance(t, dict) and "cache_control" in t)
     for message in messages:
         content = message.get("content")
@@ -30,7 +33,7 @@ def _count(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -
     return marks
 
 
-def _mark_of(message: dict[str, Any]) -> Any:
+def _mark_of(message: ChatMessage) -> CacheControl | None:
     content = message.get("content")
     if isinstance(content, list):
         for part in reversed(content):
@@ -39,12 +42,13 @@ def _mark_of(message: dict[str, Any]) -> Any:
     return None
 
 
-def _marked(message: dict[str, Any], mark: Any) -> dict[str, Any] | None:
+def _marked(message: ChatMessage, mark: CacheControl) -> ChatMessage | None:
     content = message.get("content")
     if isinstance(content, str) and content:
         return {**message, "content": [{"type": "text", "text": content, "cache_control": mark}]}
     if isinstance(content, list) and content and isinstance(content[-1], dict):
-        return {**message, "content": [*content[:-1], {**content[-1], "cache_control": mark}]}
+        last = cast(ContentPart, {**content[-1], "cache_control": mark})
+        return {**message, "content": [*content[:-1], last]}
     return None
 
 
@@ -53,14 +57,14 @@ class ClientMarks:
     """Where the client's marks are: its messages as it sent them (``incoming``, with their
     content hashes), which of them are new, and its tool definitions."""
 
-    incoming: list[dict[str, Any]]
+    incoming: list[ChatMessage]
     hashes: list[str]
     new_start: int
-    tools: list[dict[str, Any]] | None
+    tools: Sequence[Mapping[str, object]] | None
 
 
 def place_marks(
-    messages: list[dict[str, Any]],
+    messages: list[ChatMessage],
     client_marks: ClientMarks,
     *,
     system_count: int,

@@ -5,10 +5,11 @@ reports them in ``context_utilization``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from app.context.assembler import AssembledContext
 from app.context.budget import TokenBudget
+from app.context.history import HistoryWindow
 from app.conversations.service import ResolvedConversation
 from app.keys.caller import Caller
 from app.memories.retrieval import Retrieved
@@ -17,6 +18,7 @@ from app.recall.turn import RecallResult, RecallTurn, recall_for_turn
 from app.state import AppState
 from app.turns.injection import inject, insert_bundle
 from app.turns.memory_services import recall_services
+from app.wire.json import JSONObject
 
 __all__ = ["MemoryContext", "TurnAsked"]
 
@@ -42,8 +44,8 @@ class MemoryContext:
     context_block: str = ""
     context_tokens: int = 0
     injected: list[Retrieved] = field(default_factory=list)
-    injected_report: list[dict[str, Any]] = field(default_factory=list)
-    compaction: dict[str, Any] | None = None
+    injected_report: list[JSONObject] = field(default_factory=list)  # app/memories' report
+    compaction: JSONObject | None = None  # app/compaction's report
     summarizer_cost: float = 0.0
     summarizer_calls: int = 0
     summarizer_tokens: tuple[int, int] = (0, 0)  # prompt, completion (compaction)
@@ -64,7 +66,7 @@ class MemoryContext:
         state: AppState,
         context: TurnAsked,
         resolved: ResolvedConversation,
-        window: Any,
+        window: HistoryWindow,
         assembled: AssembledContext,
         budget: TokenBudget,
     ) -> None:

@@ -19,16 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import orjson
 
 from app.context.cache_policy import CachePolicy
+from app.context.metadata import ArtifactOutcomeRecord
+from app.wire.chat import ChatMessage
 
 __all__ = [
     "Continuation",
     "Decision",
     "Ledger",
+    "LedgerValues",
     "PromptRecord",
     "Watermarks",
     "appended",
@@ -54,8 +57,8 @@ class Ledger:
     cleared_tool_results: int  # placeholders in ``messages``, and the tokens they save
     cleared_tokens: int
     messages_excluded: int  # stored messages the prompt leaves out (cut or compacted)
-    messages: tuple[dict[str, Any], ...]
-    artifacts: tuple[dict[str, Any], ...]  # the ArtifactOutcome of each artifact in the prompt
+    messages: tuple[ChatMessage, ...]
+    artifacts: tuple[ArtifactOutcomeRecord, ...]  # of each artifact in the prompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +132,29 @@ def decide(ledger: Ledger | None, call: Continuation, marks: Watermarks) -> Deci
     return Decision(True, KEPT, ledger, ledger.epoch)
 
 
-def appended(ledger: Ledger, tail: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def appended(ledger: Ledger, tail: Sequence[ChatMessage]) -> list[ChatMessage]:
     """The only way a kept prompt grows: the ledger's messages as they are, then the tail."""
     return [*ledger.messages, *tail]
+
+
+class LedgerValues(TypedDict):
+    """A ``prompt_ledgers`` row's columns besides its keys (app/db/models.py
+    ``PromptLedgerRow``): ``messages`` and ``artifacts`` as orjson."""
+
+    epoch: int
+    answer_sequence: int
+    answer_tokens: int
+    own_system_hash: str
+    attachments_key: str
+    tokens: int
+    system_tokens: int
+    memory_tokens: int
+    chain_hash: str
+    cleared_tool_results: int
+    cleared_tokens: int
+    messages_excluded: int
+    messages: bytes
+    artifacts: bytes
 
 
 @dataclass(slots=True)
@@ -147,12 +170,12 @@ class PromptRecord:
     tokens: int
     system_tokens: int
     memory_tokens: int
-    artifacts: list[dict[str, Any]]
+    artifacts: list[ArtifactOutcomeRecord]
     cleared_tool_results: int = 0
     cleared_tokens: int = 0
     messages_excluded: int = 0
 
-    def row(self, answer_sequence: int, answer_tokens: int, prompt_hash: str) -> dict[str, Any]:
+    def row(self, answer_sequence: int, answer_tokens: int, prompt_hash: str) -> LedgerValues:
         """The ``prompt_ledgers`` columns once the answer is stored (app/turns/
         ledger_repository.py ``save_ledger``)."""
         return {

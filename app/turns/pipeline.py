@@ -8,8 +8,9 @@ log, in one write transaction.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import orjson
 
@@ -18,6 +19,7 @@ from app.context.cache_hints import is_anthropic_model, provider_cache_usage
 from app.context.cache_policy import cache_policy
 from app.context.history import measure_turn
 from app.context.metadata import (
+    ArtifactOutcomeRecord,
     ContextUtilization,
     CostInfo,
     TokenCalibrationStats,
@@ -60,6 +62,7 @@ from app.turns.reading import (
 from app.turns.repository import request_log_repository
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
 from app.wire.chat import ChatMessage
+from app.wire.json import JSONObject
 
 __all__ = ["Outcome", "prepare", "record"]
 
@@ -83,10 +86,10 @@ def _budget_policy(state: AppState) -> BudgetPolicy:
     )
 
 
-def _tool_definitions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
+def _tool_definitions(request: ChatCompletionRequest) -> list[Mapping[str, object]]:
     """What the upstream gets as tool definitions: ``tools`` (every door's, normalised to the
     chat form) and the legacy ``functions``."""
-    tools = list(request.tools or [])
+    tools: list[Mapping[str, object]] = list(request.tools or [])
     functions = (request.model_extra or {}).get("functions")
     if isinstance(functions, list):
         tools += [f for f in functions if isinstance(f, dict)]
@@ -126,11 +129,13 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
     if not request.context.enabled:
         return await _passthrough(state, context)
     model = request.model
-    incoming = [
-        m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages
-    ]
+    incoming = cast(  # the door's pydantic messages, dumped: the chat form
+        list[ChatMessage],
+        [m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages],
+    )
     own_system = await own_system_prompt(state, context, incoming)
-    hashes = [content_hash(m) for m in incoming]
+    # app/conversations reads messages as plain dicts (the casts go once it reads Mappings).
+    hashes = [content_hash(cast(JSONObject, m)) for m in incoming]
     calibration = await state.calibration.get(model)
     provider_budget = input_budget(
         explicit=request.context.max_input_tokens,
@@ -154,7 +159,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         resolved = await conversation_service.resolve(
             session,
             context.caller.tenant_id,
-            incoming,
+            cast(list[JSONObject], incoming),
             hashes,
             request.conversation_id,
             at=context.continue_at,
@@ -223,7 +228,10 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         tokens=max(0, utilization.tokens_used - utilization.breakdown.tools - REPLY_PRIMER),
         system_tokens=utilization.breakdown.system,
         memory_tokens=utilization.breakdown.memory,
-        artifacts=[a.model_dump(mode="json") for a in utilization.artifacts_processed],
+        artifacts=[
+            cast(ArtifactOutcomeRecord, a.model_dump(mode="json"))
+            for a in utilization.artifacts_processed
+        ],
         cleared_tool_results=stats.cleared_tool_results,
         cleared_tokens=stats.cleared_tokens,
         messages_excluded=utilization.messages_excluded,
@@ -240,7 +248,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         caller=context.caller,
         request_id=context.request_id,
         started=context.started,
-        messages=cast(list[ChatMessage], built.messages),  # app/context builds the chat form
+        messages=built.messages,
         utilization=utilization,
         resolved=resolved,
         new_messages=new,

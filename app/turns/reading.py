@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Any
 
 import orjson
 
@@ -20,6 +19,7 @@ from app.state import AppState
 from app.tokens.counter import REPLY_PRIMER
 from app.turns.context import TurnContext
 from app.turns.owner import Continuation, Ledger
+from app.wire.chat import ChatMessage
 
 __all__ = [
     "TurnRead",
@@ -84,7 +84,7 @@ def attachments_key(request: ChatCompletionRequest) -> str:
     return hashlib.blake2b(encoded, digest_size=16).hexdigest()
 
 
-def leading_system(messages: list[dict[str, Any]]) -> int:
+def leading_system(messages: list[ChatMessage]) -> int:
     count = 0
     while count < len(messages) and messages[count].get("role") in ("system", "developer"):
         count += 1
@@ -92,7 +92,7 @@ def leading_system(messages: list[dict[str, Any]]) -> int:
 
 
 async def own_system_prompt(
-    state: AppState, context: TurnContext, incoming: list[dict[str, Any]]
+    state: AppState, context: TurnContext, incoming: list[ChatMessage]
 ) -> ConversationMessage | None:
     """Take the request's own system prompt out of what is stored (``own_system_prompt``):
     it is sent first, before the stored conversation, for this request only. A large one is

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from app.context.assembler import seal_assembled
 from app.context.budget import TokenBudget
@@ -35,6 +34,7 @@ from app.turns.context import TurnContext
 from app.turns.loop_step import LoopStep, append_loop_step
 from app.turns.owner import KEPT, Decision, Ledger, Watermarks, appended
 from app.turns.reading import TurnRead
+from app.wire.chat import ChatMessage
 
 __all__ = ["Built", "append_step", "assemble_prompt", "rebase_after_all"]
 
@@ -60,7 +60,7 @@ async def rebase_after_all(
 class Built:
     """The prompt a stage built, before cache marks."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     utilization: ContextUtilization
     decision: Decision
     prompt_hash: str
@@ -177,7 +177,7 @@ def append_turn(
 
 
 def _kept(
-    messages: list[dict[str, Any]],
+    messages: list[ChatMessage],
     utilization: ContextUtilization,
     ledger: Ledger,
     answer: ConversationMessage,
