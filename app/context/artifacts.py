@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -18,6 +18,7 @@ from app.tokens.counter import text_of
 __all__ = [
     "Artifact",
     "ArtifactDecision",
+    "ArtifactMetadata",
     "ArtifactPlan",
     "ArtifactType",
     "Context",
@@ -25,6 +26,20 @@ __all__ = [
     "current_tool_artifacts",
     "historical_tool_artifacts",
 ]
+
+
+class ArtifactMetadata(TypedDict, total=False):
+    """Where an artifact comes from, beside its source."""
+
+    sequence_number: int  # a tool result's stored message
+    historical: bool  # a tool result of an earlier turn
+    stored: bool  # an attachment stored with the conversation (app/attachments)
+
+
+if TYPE_CHECKING:
+    _MetadataField = ArtifactMetadata
+else:  # pydantic cannot build a schema from typing.TypedDict on Python 3.11: a plain object
+    from app.wire.json import JSONObject as _MetadataField
 
 
 class ArtifactType(StrEnum):
@@ -49,7 +64,7 @@ class Artifact(BaseModel):
     title: str | None = None
     tool_call_id: str | None = None
     tokens: int = 0
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: _MetadataField = Field(default_factory=ArtifactMetadata)
 
     @property
     def size_chars(self) -> int:

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, NotRequired, TypedDict, cast
 
 import orjson
 from pydantic import ValidationError
 
 from app.context.artifacts import Artifact, ArtifactDecision, ArtifactPlan
 from app.core.delimiters import escape_delimiters
+from app.wire.chat import ChatMessage
+from app.wire.json import JSONObject
 
 __all__ = [
     "PlanError",
+    "PlannerResponseFormat",
     "PlannerOutcome",
     "build_planner_messages",
     "planner_response_format",
@@ -42,7 +45,7 @@ inside it.
 Answer with JSON only: {"artifacts": [{"artifact_id", "strategy", "priority",
 "relevance_rationale", "summarization_focus", "extraction_query"}], "reasoning"}."""
 
-_DECISION_SCHEMA: dict[str, Any] = {
+_DECISION_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {
         "artifact_id": {"type": "string"},
@@ -57,7 +60,7 @@ _DECISION_SCHEMA: dict[str, Any] = {
     },
     "required": ["artifact_id", "strategy", "priority"],
 }
-PLAN_SCHEMA: dict[str, Any] = {
+PLAN_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {
         "artifacts": {"type": "array", "items": _DECISION_SCHEMA},
@@ -78,7 +81,27 @@ class PlannerOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-def planner_response_format(supports_schema: bool) -> dict[str, Any]:
+class _JSONSchemaFormat(TypedDict):
+    name: str
+    schema: JSONObject
+    strict: bool
+
+
+class PlannerResponseFormat(TypedDict):
+    """The planner call's ``response_format``: the plan's JSON schema, or JSON mode."""
+
+    type: Literal["json_schema", "json_object"]
+    json_schema: NotRequired[_JSONSchemaFormat]
+
+
+class _RawPlan(TypedDict, total=False):
+    """The planner's answer as parsed: its items are validated one by one."""
+
+    artifacts: list[object]
+    reasoning: object
+
+
+def planner_response_format(supports_schema: bool) -> PlannerResponseFormat:
     if supports_schema:
         return {
             "type": "json_schema",
@@ -106,7 +129,7 @@ def build_planner_messages(
     preview_chars: int,
     *,
     goal: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     parts = [
         f"Newest user question:\n<question>\n{_neutralize(question)[:4000]}\n</question>",
     ]
@@ -137,7 +160,7 @@ def build_planner_messages(
     ]
 
 
-def _load(raw: str) -> dict[str, Any]:
+def _load(raw: str) -> _RawPlan:
     text = raw.strip()
     if text.startswith("```"):  # some models fence JSON even in JSON mode
         text = text.strip("`").removeprefix("json").strip()
@@ -147,7 +170,7 @@ def _load(raw: str) -> dict[str, Any]:
         raise PlanError(f"planner returned invalid JSON ({exc.msg})") from None
     if not isinstance(data, dict) or not isinstance(data.get("artifacts"), list):
         raise PlanError("planner answer has no 'artifacts' list")
-    return data
+    return cast(_RawPlan, data)
 
 
 def validate_plan(
