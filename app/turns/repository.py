@@ -3,16 +3,18 @@ Idempotency-Key records (both tenant-scoped through ``TenantRepository``)."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Required, TypedDict, cast
 
-from sqlalchemy import Table, delete, insert
+from sqlalchemy import ColumnElement, Table, delete, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import IdempotencyRecord, RequestLog
 from app.db.repository import TenantRepository
+from app.wire.json import JSONObject
 
 __all__ = [
     "IdempotencyRepository",
+    "RequestLogValues",
     "RequestLogRepository",
     "idempotency_repository",
     "request_log_repository",
@@ -22,15 +24,40 @@ __all__ = [
 _INSERT_REQUEST_LOG = insert(cast(Table, RequestLog.__table__))
 
 
+class RequestLogValues(TypedDict, total=False):
+    """A ``request_logs`` row as a request writes it (app/db/models ``RequestLog``; a column
+    left out takes its default)."""
+
+    id: Required[str]
+    tenant_id: Required[str]
+    key_id: Required[str | None]
+    conversation_id: str | None
+    model: Required[str]
+    stream: bool
+    status: Required[str]
+    status_code: Required[int]
+    error: str | None
+    prompt_tokens: Required[int]
+    completion_tokens: int
+    prompt_cost: Required[float]
+    completion_cost: float
+    planning_cost: float
+    total_cost: Required[float]
+    latency_ms: Required[float]
+    context_utilization: JSONObject  # ContextUtilization.model_dump(mode="json")
+
+
 class RequestLogRepository(TenantRepository[RequestLog]):
-    async def insert(self, session: AsyncSession, row: dict[str, Any]) -> None:
+    async def insert(self, session: AsyncSession, row: RequestLogValues) -> None:
         """A plain INSERT on the session's connection: no unit of work to flush."""
         connection = await session.connection()
         await connection.execute(_INSERT_REQUEST_LOG, row)
 
 
 class IdempotencyRepository(TenantRepository[IdempotencyRecord]):
-    def _key_clause(self, tenant_id: str, key: str) -> Any:
+    def _key_clause(
+        self, tenant_id: str, key: str
+    ) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
         return self.tenant_clause(tenant_id), IdempotencyRecord.idempotency_key == key
 
     async def by_key(
