@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import orjson
 from pydantic import BaseModel, Field, ValidationError
@@ -29,7 +29,8 @@ from app.memories.schemas import MEMORY_TYPES, MemoryType
 from app.memories.service import NewMemory, memory_service
 from app.state import AppState
 from app.turns.memory_services import index_services
-from app.wire.chat import AssistantContent, ChatMessage, ChatUsage, ToolCall
+from app.wire.chat import AssistantContent, ChatMessage, ChatTool, ChatUsage, ToolCall
+from app.wire.json import JSONObject
 from app.wire.stream import ChatChunk, ChunkChoice, Delta, ToolCallDelta
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 TOOL_NAME = "remember"
 
-REMEMBER_TOOL: dict[str, Any] = {
+REMEMBER_TOOL: ChatTool = {
     "type": "function",
     "function": {
         "name": TOOL_NAME,
@@ -84,7 +85,8 @@ def remember_active(state: AppState, prepared: Prepared) -> bool:
     return TOOL_NAME not in names  # the client's own "remember" tool wins
 
 
-def _params(prepared: Prepared, *, with_tool: bool) -> dict[str, Any]:
+def _params(prepared: Prepared, *, with_tool: bool) -> JSONObject:
+    """The request's params as forwarded upstream, with the remember tool when asked."""
     params = prepared.request.forwarded_params()
     if with_tool:
         params["tools"] = [*(params.get("tools") or []), REMEMBER_TOOL]
@@ -165,7 +167,7 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
         )
     rounds = state.settings.remember_max_rounds
     messages = list(prepared.messages)
-    usage: dict[str, Any] = {}
+    usage: dict[str, object] = {}  # the rounds' chat usage, summed key by key
     prompt_cost = completion_cost = cache_read_cost = cache_write_cost = 0.0
     said: list[str] = []
     completion: Completion | None = None
@@ -204,9 +206,10 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
     if choices and any(said):
         message = choices[0].get("message") or _EMPTY_ANSWER.copy()
         message["content"] = "".join([*said, _text(message)]) or None
+    counts = cast(ChatUsage, usage)  # the rounds' usage summed key by key
     if usage:
-        response["usage"] = cast(ChatUsage, usage)  # the rounds' usage summed key by key
-    total = Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), usage)
+        response["usage"] = counts
+    total = Usage(counts.get("prompt_tokens", 0), counts.get("completion_tokens", 0), usage)
     return Completion(
         response,
         total,
@@ -285,7 +288,7 @@ class RememberStream(StreamHandle):
         self.prepared = prepared
         self.current = first
         self.messages = list(prepared.messages)
-        self.usage: dict[str, Any] = {}
+        self.usage: dict[str, object] = {}
         self.usage_chunk: ChatChunk | None = None
 
     async def chunks(self) -> AsyncIterator[ChatChunk]:
