@@ -13,7 +13,6 @@ failure of either is logged, never raised.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from app.compaction.compactor import CompactionJob, CompactionReport
 from app.compaction.periodic import PeriodicJob, periodic_due, run_periodic_summary
@@ -26,6 +25,7 @@ from app.memories.extraction import ExtractionJob, extraction_due, run_extractio
 from app.recall.backlog import schedule_message_vectors
 from app.state import AppState
 from app.turns.memory_services import compactor, index_services, recall_services, summarizer
+from app.turns.prepared import Prepared
 
 __all__ = ["COMPACTION_DEFERRED", "compaction_ratio", "schedule_memory_work"]
 
@@ -45,7 +45,7 @@ def compaction_ratio(settings: Settings, context_ratio: float | None, model: str
     return settings.compaction_ratio_by_model.get(model, settings.compaction_ratio)
 
 
-def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) -> None:
+def schedule_memory_work(state: AppState, prepared: Prepared, usage: Usage | None) -> None:
     """After the turn is stored: background compaction and extraction, as they are due."""
     request = prepared.request
     resolved: ResolvedConversation | None = prepared.resolved
@@ -65,7 +65,7 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
         usage is not None
         and budget
         and (deferred or usage.prompt_tokens > ratio * provider_budget)
-        and _may_compact(state, prepared)
+        and _may_compact(state, prepared, resolved)
     ):
         compaction = CompactionJob(
             tenant_id=tenant_id,
@@ -75,7 +75,7 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
             bundle_cap=int(budget * settings.summary_budget_share),
         )
         spawn(state.background, _compact_in_background(state, compaction))
-    _schedule_periodic_summary(state, prepared, model)
+    _schedule_periodic_summary(state, prepared, resolved, model)
     if request.context.memory and _recall_may_search(prepared, usage, budget):
         key = (tenant_id, resolved.conversation_id)
         schedule_message_vectors(recall_services(state), settings, key, request.user)
@@ -97,11 +97,10 @@ def schedule_memory_work(state: AppState, prepared: Any, usage: Usage | None) ->
             spawn(state.background, work)
 
 
-def _may_compact(state: AppState, prepared: Any) -> bool:
+def _may_compact(state: AppState, prepared: Prepared, resolved: ResolvedConversation) -> bool:
     """Whether compaction could find a window: the raw region (the turns after the compacted
     ones) holds more turns than the raw tail it always keeps. An agent's long tool loop is one
     turn: compacting it would read the whole history back on every call to find nothing."""
-    resolved: ResolvedConversation = prepared.resolved
     conversation = resolved.conversation
     turns = conversation.turn_count if conversation is not None else 0
     turns += sum(1 for m in prepared.new_messages if m.role == "user")
@@ -110,7 +109,7 @@ def _may_compact(state: AppState, prepared: Any) -> bool:
     return turns - compacted + 1 > state.settings.raw_tail_turns
 
 
-def _recall_may_search(prepared: Any, usage: Usage | None, budget: int | None) -> bool:
+def _recall_may_search(prepared: Prepared, usage: Usage | None, budget: int | None) -> bool:
     """Whether message recall may ever search this conversation's messages, so they are worth
     embedding now (each costs a transformer pass): its user's other conversations search it
     (a ``user``), or its history is cut or nearing the cut (from ``RECALL_VECTORS_FROM`` of the
@@ -128,9 +127,11 @@ def _recall_may_search(prepared: Any, usage: Usage | None, budget: int | None) -
     return budget is not None and budget > 0 and tokens >= RECALL_VECTORS_FROM * budget
 
 
-def _schedule_periodic_summary(state: AppState, prepared: Any, model: str) -> None:
+def _schedule_periodic_summary(
+    state: AppState, prepared: Prepared, resolved: ResolvedConversation, model: str
+) -> None:
     """Every N message pairs (context.summary_every_pairs, else the setting)."""
-    request, resolved = prepared.request, prepared.resolved
+    request = prepared.request
     every = request.context.summary_every_pairs
     if every is None:
         every = state.settings.summary_every_pairs
