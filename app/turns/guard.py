@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 
 from fastapi import Request
 from starlette.responses import Response, StreamingResponse
@@ -24,12 +23,14 @@ __all__ = ["guarded"]
 
 logger = logging.getLogger(__name__)
 
+_Chunk = str | bytes | memoryview  # what a StreamingResponse's body iterator yields
+
 
 async def guarded(
     request: Request,
     state: AppState,
     caller: Caller,
-    payload: dict[str, Any],  # the door's request, for the Idempotency-Key fingerprint
+    payload: Mapping[str, object],  # the door's request, for the Idempotency-Key fingerprint
     idempotency_key: str | None,
     answer: Callable[[], Awaitable[Response]],
 ) -> Response:
@@ -62,11 +63,11 @@ async def guarded(
 
 async def _tracked(
     state: AppState,
-    inner: AsyncIterable[Any],
+    inner: AsyncIterable[_Chunk],
     response: StreamingResponse,
     reservation: Reservation,
     claimed: IdempotentRequest | None,
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[_Chunk]:
     sent: list[bytes] = []
     try:
         async for chunk in inner:
@@ -93,7 +94,7 @@ class _Stored:
 
 
 async def _finish_quietly(
-    reservation: Reservation, claimed: IdempotentRequest | None, response: Any
+    reservation: Reservation, claimed: IdempotentRequest | None, response: Response | _Stored | None
 ) -> None:
     try:
         if claimed is not None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import orjson
 from sqlalchemy.exc import IntegrityError
@@ -29,7 +29,7 @@ MAX_KEY_LENGTH = 255
 _REPLAYED_HEADERS = ("x-conversation-id", "cache-control")
 
 
-def request_fingerprint(payload: dict[str, Any]) -> str:
+def request_fingerprint(payload: Mapping[str, object]) -> str:
     try:
         canonical = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # integers beyond 64 bits: the standard library copes
