@@ -16,7 +16,6 @@ from typing import cast
 
 from app.conversations.fingerprint import content_hash
 from app.wire.chat import ChatMessage, ContentPart
-from app.wire.json import JSONObject
 
 __all__ = ["has_breakpoint", "keep_client_breakpoints"]
 
@@ -53,7 +52,7 @@ def keep_client_breakpoints(
         marked = has_breakpoint(message)
         if not (marked or client_marks):
             continue
-        digest = content_hash(cast(JSONObject, message))  # until it takes a Mapping
+        digest = content_hash(message)
         version = request_versions.get(digest)
         if version is not None:
             if marked or has_breakpoint(version):

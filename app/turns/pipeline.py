@@ -62,7 +62,6 @@ from app.turns.reading import (
 from app.turns.repository import request_log_repository
 from app.turns.stages import append_step, assemble_prompt, rebase_after_all
 from app.wire.chat import ChatMessage
-from app.wire.json import JSONObject
 
 __all__ = ["Outcome", "prepare", "record"]
 
@@ -134,8 +133,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         [m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages],
     )
     own_system = await own_system_prompt(state, context, incoming)
-    # app/conversations reads messages as plain dicts (the casts go once it reads Mappings).
-    hashes = [content_hash(cast(JSONObject, m)) for m in incoming]
+    hashes = [content_hash(m) for m in incoming]
     calibration = await state.calibration.get(model)
     provider_budget = input_budget(
         explicit=request.context.max_input_tokens,
@@ -159,7 +157,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         resolved = await conversation_service.resolve(
             session,
             context.caller.tenant_id,
-            cast(list[JSONObject], incoming),
+            incoming,
             hashes,
             request.conversation_id,
             at=context.continue_at,
