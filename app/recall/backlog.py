@@ -46,11 +46,19 @@ def schedule_message_vectors(
     settings: Settings,
     key: tuple[str, str],
     user: str | None,
+    *,
+    textless_at: int | None = None,
 ) -> None:
     """After a turn is stored: embed its messages (and any older ones still without), and the
     tool results the cache-aware fit has cleared, in the background at a bounded rate.
-    ``key``: (tenant, conversation)."""
+    ``key``: (tenant, conversation). ``textless_at``: the turn brought no text to embed (an
+    agent's tool-loop step: tool results and tool calls) and the conversation's tool results
+    are cleared below this sequence; when this process's last job for the conversation left
+    nothing to embed at that sequence, no job starts (it would read the conversation back to
+    find nothing, on every call of the loop)."""
     if services.embedder is None or not settings.message_recall:
+        return
+    if textless_at is not None and services.backlog.settled(key) == textless_at:
         return
     if services.backlog.start(key, user):
         exclude = frozenset(settings.cache_exclude_tools)
@@ -100,11 +108,13 @@ async def _vectorize_conversation(
                 )
             if not missing or _nothing_to_store(missing, batch, first=before is None):
                 backlog.mark(key, False)
+                backlog.settle(key, cleared)
                 return
             backlog.mark(key, before is not None or len(missing) == batch)
             took = await _embed_batch(services, embedder, owner, missing, excluded)
             if len(missing) < batch:
                 backlog.mark(key, False)
+                backlog.settle(key, cleared)
                 return
             before = min(m.sequence_number for m in missing)
             await asyncio.sleep(took * (1 / BACKLOG_DUTY - 1))  # the bounded rate

@@ -46,6 +46,7 @@ __all__ = [
     "missing_messages",
     "save_message_vectors",
     "tool_names",
+    "worth_embedding",
 ]
 
 logger = logging.getLogger(__name__)
@@ -198,6 +199,12 @@ async def excluded_tool_results(
         session, tenant_id, conversation_id, [m.sequence_number for m in tools]
     )
     return {m.id for m in tools if names.get(str(m.tool_call_id)) in exclude}
+
+
+def worth_embedding(role: str, content: object) -> bool:
+    """Whether a new message gets a vector as soon as it is stored (a user's or assistant's
+    text; a tool result only once cleared, an assistant's tool calls never)."""
+    return role in _RECALLED_ROLES and bool(text_of(content).strip())
 
 
 def embedded_text(message: MissingMessage) -> str:

@@ -4,6 +4,7 @@ the backlog of vectors to compute, and the background tasks that compute and sto
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from app.core.database import Database
@@ -11,7 +12,9 @@ from app.core.tasks import Tasks
 from app.embedders.embedder import Embedder
 from app.recall.vector_sets import VectorCache
 
-__all__ = ["RecallServices", "VectorBacklog"]
+__all__ = ["SETTLED_REMEMBERED", "RecallServices", "VectorBacklog"]
+
+SETTLED_REMEMBERED = 10_000  # conversations whose settled state a process remembers
 
 
 class VectorBacklog:
@@ -22,6 +25,8 @@ class VectorBacklog:
         self._rerun: set[tuple[str, str]] = set()
         self.slot = asyncio.Lock()
         self._behind: set[tuple[str, str]] = set()  # a job found more than one batch
+        # conversation -> the cleared sequence at which its last job left nothing to embed
+        self._settled: OrderedDict[tuple[str, str], int] = OrderedDict()
         self.batches = 0  # batches embedded so far (benchmarks read it)
 
     def running(self, tenant_id: str, conversation_id: str) -> bool:
@@ -37,8 +42,20 @@ class VectorBacklog:
         else:
             self._behind.discard(key)
 
+    def settle(self, key: tuple[str, str], cleared_sequence: int) -> None:
+        """A job of ``key`` left nothing to embed, its tool results cleared below
+        ``cleared_sequence``: a turn that brings no text need not start another."""
+        self._settled[key] = cleared_sequence
+        self._settled.move_to_end(key)
+        while len(self._settled) > SETTLED_REMEMBERED:
+            self._settled.popitem(last=False)
+
+    def settled(self, key: tuple[str, str]) -> int | None:
+        return self._settled.get(key)
+
     def start(self, key: tuple[str, str], user: str | None) -> bool:
         """True: start a job for ``key``; False: one runs and will go round once more."""
+        self._settled.pop(key, None)
         if key in self._again:
             self._again[key] = user or self._again[key]
             self._rerun.add(key)

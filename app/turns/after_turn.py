@@ -16,6 +16,7 @@ import logging
 
 from app.compaction.compactor import CompactionJob, CompactionReport
 from app.compaction.periodic import PeriodicJob, periodic_due, run_periodic_summary
+from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
 from app.core.settings import Settings
 from app.core.tasks import spawn
@@ -23,6 +24,7 @@ from app.llm.reach import helper_models
 from app.llm.responses import Usage
 from app.memories.extraction import ExtractionJob, extraction_due, run_extraction
 from app.recall.backlog import schedule_message_vectors
+from app.recall.message_vectors import worth_embedding
 from app.state import AppState
 from app.turns.memory_services import compactor, index_services, recall_services, summarizer
 from app.turns.prepared import Prepared
@@ -45,8 +47,11 @@ def compaction_ratio(settings: Settings, context_ratio: float | None, model: str
     return settings.compaction_ratio_by_model.get(model, settings.compaction_ratio)
 
 
-def schedule_memory_work(state: AppState, prepared: Prepared, usage: Usage | None) -> None:
-    """After the turn is stored: background compaction and extraction, as they are due."""
+def schedule_memory_work(
+    state: AppState, prepared: Prepared, usage: Usage | None, answer: ConversationMessage
+) -> None:
+    """After the turn is stored (``answer`` with it): background compaction, extraction and
+    message vectors, as they are due."""
     request = prepared.request
     resolved: ResolvedConversation | None = prepared.resolved
     if resolved is None or not request.context.enabled:
@@ -78,7 +83,10 @@ def schedule_memory_work(state: AppState, prepared: Prepared, usage: Usage | Non
     _schedule_periodic_summary(state, prepared, resolved, model)
     if request.context.memory and _recall_may_search(prepared, usage, budget):
         key = (tenant_id, resolved.conversation_id)
-        schedule_message_vectors(recall_services(state), settings, key, request.user)
+        textless_at = _textless_at(prepared, resolved, answer)
+        schedule_message_vectors(
+            recall_services(state), settings, key, request.user, textless_at=textless_at
+        )
     mode = request.context.memory_extraction or settings.memory_extraction_mode
     if request.user and request.context.memory and mode != "off":
         before = resolved.conversation.turn_count if resolved.conversation else 0
@@ -95,6 +103,19 @@ def schedule_memory_work(state: AppState, prepared: Prepared, usage: Usage | Non
             )
             work = run_extraction(index_services(state), summarizer(state), state.tokens, job)
             spawn(state.background, work)
+
+
+def _textless_at(
+    prepared: Prepared, resolved: ResolvedConversation, answer: ConversationMessage
+) -> int | None:
+    """None when the turn stored text to embed; else the sequence below which the
+    conversation's tool results are cleared now (what its vector job would read)."""
+    if any(worth_embedding(m.role, m.content) for m in (*prepared.new_messages, answer)):
+        return None
+    if prepared.cache_state is not None:
+        return prepared.cache_state.cleared_sequence
+    conversation = resolved.conversation
+    return (conversation.cache_cleared_sequence or 0) if conversation is not None else 0
 
 
 def _may_compact(state: AppState, prepared: Prepared, resolved: ResolvedConversation) -> bool:

@@ -359,7 +359,7 @@ async def record(
         state.calibration.observe(request.model, sample)
     observe_chat(prepared, usage, cost, status)
     if answer is not None:  # background compaction / memory extraction, as they are due
-        schedule_memory_work(state, prepared, usage)
+        schedule_memory_work(state, prepared, usage, answer)
 
 
 def new_request_id() -> str:
