@@ -1,23 +1,31 @@
 """Turn a chat request into the messages sent upstream, and record what came back.
 
-prepare(): resolve the conversation, count the new messages once, load the history window,
-assemble within the budget. record(): store the new messages and the answer, and the request
-log, in one write transaction.
+``prepare()`` runs the turn's four stages, each handing the next a frozen value:
+
+1. ``measure_request`` → ``RequestFacts``: the request's messages, hashes, own system prompt,
+   budget (calibrated, tools counted) and cache policy (app/turns/planning.py);
+2. ``read_turn`` → ``TurnPlan``: the conversation, the new messages counted once, the
+   budget's slices, the prompt owner's ledger and decision, and a loop step or the assembly's
+   inputs, in one read transaction (app/turns/planning.py);
+3. ``build_prompt`` → ``Built``: the loop step appended to the kept prompt, or the prompt
+   assembled (app/turns/stages.py);
+4. ``seal_prompt`` → ``Prepared``: the owner's record of the prompt, thinking withheld if it
+   had to be, the cache marks.
+
+``record()`` stores the new messages, the answer, the prompt's ledger and the request log in
+one write transaction.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
 import orjson
 
-from app.context.budget import BudgetPolicy, TokenBudget, count_tools, input_budget
+from app.context.budget import count_tools
 from app.context.cache_hints import is_anthropic_model, provider_cache_usage
-from app.context.cache_policy import cache_policy
-from app.context.history import measure_turn
 from app.context.metadata import (
     ArtifactOutcomeRecord,
     ContextUtilization,
@@ -25,81 +33,43 @@ from app.context.metadata import (
     TokenCalibrationStats,
 )
 from app.context.seal import LOOP_CUT_NOTE
-from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import conversation_service
 from app.conversations.stamp import Stamp
 from app.db.models import new_id
 from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
-from app.protocol.chat import ChatCompletionRequest
 from app.state import AppState
 from app.tokens.calibration import sample_ratio
 from app.tokens.counter import REPLY_PRIMER
 from app.turns.after_turn import schedule_memory_work
-from app.turns.assembly import (
-    Loaded,
-    load_assembly,
-)
 from app.turns.context import TurnContext
-from app.turns.ledger_repository import ledger_of, load_ledger, save_ledger
-from app.turns.loop_step import LoopStep, load_loop_step
+from app.turns.ledger_repository import save_ledger
 from app.turns.marks import ClientMarks, place_marks
 from app.turns.observe import observe_chat
-from app.turns.owner import (
-    PromptRecord,
-    Watermarks,
-    decide,
+from app.turns.owner import PromptRecord
+from app.turns.planning import (
+    STORED_KEYS,
+    RequestFacts,
+    TurnPlan,
+    measure_request,
+    read_turn,
+    tool_definitions,
 )
 from app.turns.prepared import Prepared
-from app.turns.reading import (
-    TurnRead,
-    attachments_key,
-    continuation,
-    leading_system,
-    own_system_prompt,
-)
+from app.turns.reading import attachments_key, leading_system
 from app.turns.repository import request_log_repository
-from app.turns.stages import append_step, assemble_prompt, rebase_after_all
+from app.turns.stages import Built, append_step, assemble_prompt, rebase_after_all
 from app.wire.chat import ChatMessage
 
-__all__ = ["Outcome", "prepare", "record"]
-
-_STORED_KEYS = (
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "reasoning_content",
-    "thinking_blocks",
-)
-
-
-def _budget_policy(state: AppState) -> BudgetPolicy:
-    settings = state.settings
-    return BudgetPolicy(
-        default_context_window=settings.default_context_window,
-        output_reserve_tokens=settings.output_reserve_tokens,
-        safety_margin_ratio=settings.safety_margin_ratio,
-    )
-
-
-def _tool_definitions(request: ChatCompletionRequest) -> list[Mapping[str, object]]:
-    """What the upstream gets as tool definitions: ``tools`` (every door's, normalised to the
-    chat form) and the legacy ``functions``."""
-    tools: list[Mapping[str, object]] = list(request.tools or [])
-    functions = (request.model_extra or {}).get("functions")
-    if isinstance(functions, list):
-        tools += [f for f in functions if isinstance(f, dict)]
-    return tools
+__all__ = ["Outcome", "build_prompt", "prepare", "record", "seal_prompt"]
 
 
 async def _passthrough(state: AppState, context: TurnContext) -> Prepared:
     request = context.request
     messages = request.chat_messages()
     tokens = await state.tokens.count_messages_async(messages, request.model)  # off the loop
-    tools = await count_tools(state.tokens, _tool_definitions(request), request.model)
+    tools = await count_tools(state.tokens, tool_definitions(request), request.model)
     utilization = ContextUtilization(
         model_name=request.model,
         strategy="passthrough",
@@ -121,96 +91,44 @@ async def _passthrough(state: AppState, context: TurnContext) -> Prepared:
 
 
 async def prepare(state: AppState, context: TurnContext) -> Prepared:
-    """The turn's stages: read (conversation, new messages, budget, the owner's decision), then
-    either append a tool-loop step to the kept prompt or assemble (a rebase, or a new user turn
-    appended after the kept prompt), then seal and mark the prompt."""
-    request = context.request
-    if not request.context.enabled:
+    """The turn's stages, each handing the next a frozen value: measure the request, read the
+    stored turn and the prompt owner's decision (app/turns/planning.py), build the prompt
+    (append a tool-loop step to the kept prompt, or assemble: a rebase, or a new user turn
+    appended after the kept prompt), then seal and mark it."""
+    if not context.request.context.enabled:
         return await _passthrough(state, context)
-    model = request.model
-    incoming = cast(  # the door's pydantic messages, dumped: the chat form
-        list[ChatMessage],
-        [m.model_dump(include=set(_STORED_KEYS), exclude_none=True) for m in request.messages],
-    )
-    own_system = await own_system_prompt(state, context, incoming)
-    hashes = [content_hash(m) for m in incoming]
-    calibration = await state.calibration.get(model)
-    provider_budget = input_budget(
-        explicit=request.context.max_input_tokens,
-        context_window=state.llm.model_info(model).max_input_tokens,
-        output_tokens_requested=request.output_tokens_requested,
-        policy=_budget_policy(state),
-    )
-    unmeasured = TokenBudget(
-        calibration.own_budget(provider_budget),
-        # Sent with every call and never trimmed: counted once (cached by the tools' hash).
-        tools=await count_tools(state.tokens, _tool_definitions(request), model),
-    )
-    deployment = state.llm.router.find(model)
-    policy = cache_policy(
-        state.settings, request.context.cache, deployment.cache if deployment else None
-    )
-    own_hash = content_hash(own_system.to_openai()) if own_system is not None else ""
-    loaded: Loaded | None = None
-    step: LoopStep | None = None
-    async with state.database.reading() as session:
-        resolved = await conversation_service.resolve(
-            session,
-            context.caller.tenant_id,
-            incoming,
-            hashes,
-            request.conversation_id,
-            at=context.continue_at,
-        )
-        # Large texts are counted in the token pool: the loop serves other requests meanwhile.
-        await state.tokens.precount_messages(incoming[resolved.new_start :], model)
-        new = [
-            ConversationMessage(
-                **message,
-                token_count=state.tokens.count_message(message, model),
-                content_hash=message_hash,
-            )
-            for message, message_hash in zip(
-                incoming[resolved.new_start :], hashes[resolved.new_start :], strict=True
-            )
-        ]
-        shape = measure_turn(resolved, new)  # numbers the new messages
-        read = TurnRead(resolved, new, shape, own_system, unmeasured, policy).measured()
-        budget = read.budget  # the measured one; the assembly returns its own (Loaded.budget)
-        marks = Watermarks.of(budget.total, policy, fixed=budget.system + budget.tools)
-        ledger = None
-        if resolved.ledger_read:  # read with the conversation, in the same statement
-            ledger = ledger_of(resolved.ledger_row) if policy.enabled else None
-        elif policy.enabled and resolved.conversation is not None:
-            ledger = await load_ledger(session, context.caller.tenant_id, resolved.conversation_id)
-        call = continuation(
-            read, ledger, own_hash, attachments_key(request), asked_to_rebase=request.context.rebase
-        )
-        decision = decide(ledger, call, marks)
-        if decision.ledger is not None and not any(m.role == "user" for m in new):
-            step = await load_loop_step(session, resolved.conversation_id, decision.ledger, new)
-        else:
-            loaded = await load_assembly(
-                state,
-                context,
-                session,
-                read,
-                rewrite=decision.rebase,
-                marks=marks if decision.rebase and ledger is not None else None,
-            )
-    if step is not None and decision.ledger is not None:
-        built = await append_step(state, context, step, decision.ledger, budget, marks)
+    facts = await measure_request(state, context)
+    plan = await read_turn(state, context, facts)
+    built = await build_prompt(state, context, plan)
+    return seal_prompt(state, context, facts, plan, built)
+
+
+async def build_prompt(state: AppState, context: TurnContext, plan: TurnPlan) -> Built:
+    """Stage 3: the prompt. A kept prompt that came out above the high-water mark (a new
+    turn's per-turn context larger than estimated) is rebased after all."""
+    read, marks, decision = plan.read, plan.marks, plan.decision
+    if plan.step is not None and decision.ledger is not None:
+        built = await append_step(state, context, plan.step, decision.ledger, read.budget, marks)
     else:
-        assert loaded is not None
-        built = await assemble_prompt(state, context, read, loaded, decision)
+        assert plan.loaded is not None
+        built = await assemble_prompt(state, context, read, plan.loaded, decision)
     if built.decision.keep and built.utilization.tokens_used > marks.high:
-        # What was appended came out larger than estimated (a new turn's per-turn context).
         built = await rebase_after_all(state, context, read, marks, built)
+    return built
+
+
+def seal_prompt(
+    state: AppState, context: TurnContext, facts: RequestFacts, plan: TurnPlan, built: Built
+) -> Prepared:
+    """Stage 4: what the prompt owner records of the prompt (before cache marks: they move),
+    the request without thinking if the loop's reasoning had to go, the cache marks, and the
+    utilization's last figures."""
+    request, model = context.request, context.request.model
     utilization = built.utilization
     utilization.calibration = TokenCalibrationStats(
-        ratio=round(calibration.ratio, 4),
-        samples=calibration.samples,
-        provider_max_input_tokens=provider_budget,
+        ratio=round(facts.calibration.ratio, 4),
+        samples=facts.calibration.samples,
+        provider_max_input_tokens=facts.provider_budget,
     )
     stats = utilization.cache_stats
     stats.rebased, stats.prompt_epoch = built.decision.rebase, built.decision.epoch
@@ -220,7 +138,7 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         utilization.thinking_disabled = LOOP_CUT_NOTE
     record = PromptRecord(
         epoch=built.decision.epoch,
-        own_system_hash=own_hash,
+        own_system_hash=facts.own_hash,
         attachments_key=attachments_key(request),
         encoded_messages=orjson.dumps(built.messages),  # before cache marks: they move
         tokens=max(0, utilization.tokens_used - utilization.breakdown.tools - REPLY_PRIMER),
@@ -234,12 +152,15 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         cleared_tokens=stats.cleared_tokens,
         messages_excluded=utilization.messages_excluded,
     )
+    resolved = plan.read.resolved
     place_marks(
         built.messages,
-        ClientMarks(incoming, hashes, resolved.new_start, request.tools),
+        ClientMarks(facts.incoming, facts.hashes, resolved.new_start, request.tools),
         system_count=leading_system(built.messages),
         stable_end=built.stable_end,
-        provider_hints=policy.enabled and policy.cache_hints and _anthropic(state, model),
+        provider_hints=facts.policy.enabled
+        and facts.policy.cache_hints
+        and _anthropic(state, model),
     )
     return Prepared(
         request=request,
@@ -249,12 +170,12 @@ async def prepare(state: AppState, context: TurnContext) -> Prepared:
         messages=built.messages,
         utilization=utilization,
         resolved=resolved,
-        new_messages=new,
+        new_messages=plan.read.new,
         on_record=context.on_record,
         cache_state=built.cache_state,
         prompt_hash=built.prompt_hash,
         upstream_headers=context.upstream_headers,
-        prompt=record if policy.enabled else None,
+        prompt=record if facts.policy.enabled else None,
     )
 
 
@@ -269,7 +190,7 @@ def _anthropic(state: AppState, model: str) -> bool:
 def answer_message(
     state: AppState, model: str, message: ChatMessage, *, complete: bool = True
 ) -> ConversationMessage:
-    stored = {key: message.get(key) for key in _STORED_KEYS if message.get(key) is not None}
+    stored = {key: message.get(key) for key in STORED_KEYS if message.get(key) is not None}
     stored["role"] = "assistant"
     return ConversationMessage(
         **stored,
