@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sqlalchemy import event
 
 from app.core.database import create_database
 from app.tokens.calibration import (
@@ -74,6 +75,39 @@ async def test_observed_samples_reach_the_database_in_the_background(sqlite_url:
                 break
             await asyncio.sleep(0.05)
         assert await calibration.stored("claude") == Calibration(pytest.approx(1.25), 2)
+    finally:
+        await calibration.close()
+        await database.dispose()
+
+
+async def test_a_flush_writes_each_model_once_however_many_samples(database_url: str) -> None:
+    """A flush reads and writes a model's row once (it used to run one UPDATE per sample),
+    and stores what folding the samples one by one gives."""
+    database = create_database(database_url)
+    calibration = TokenCalibration(database, flush_s=60)
+    statements: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if "token_calibration" in statement:
+            statements.append(statement.split()[0])
+
+    try:
+        samples = [1.1, 1.3, 1.2, 1.25, 1.4, 1.35, 1.3, 1.2]
+        for sample in samples[:3]:
+            calibration.observe("claude", sample)
+        await calibration.flush()  # no row yet: read, then insert
+        for sample in samples[3:]:
+            calibration.observe("claude", sample)
+        event.listen(database.engine.sync_engine, "before_cursor_execute", count)
+        await calibration.flush()  # a row: read, then update
+        event.remove(database.engine.sync_engine, "before_cursor_execute", count)
+        assert statements == ["SELECT", "UPDATE"]
+        expected = Calibration()
+        for sample in samples:
+            expected = folded(expected, sample)
+        stored = await calibration.stored("claude")
+        assert stored.samples == len(samples)
+        assert stored.ratio == pytest.approx(expected.ratio)
     finally:
         await calibration.close()
         await database.dispose()
