@@ -1,7 +1,8 @@
 """The deterministic plan: BM25 relevance to the question, no model call.
 
-Everything fits → include all. Otherwise, in order of relevance: small relevant artifacts in
-full, large relevant ones by extraction, irrelevant ones excluded.
+Everything fits → include all (nothing is ranked: an agent's tool-loop step brings one result
+that fits, and indexing it for BM25 cost ~10% of the call). Otherwise, in order of relevance:
+small relevant artifacts in full, large relevant ones by extraction, irrelevant ones excluded.
 """
 
 from __future__ import annotations
@@ -47,6 +48,19 @@ def deterministic_decision(
 
 def deterministic_plan(question: str, artifacts: list[Artifact], room: int) -> ArtifactPlan:
     fits = sum(a.tokens for a in artifacts) <= room
+    if fits:  # every one included in full, whatever its relevance: nothing to rank
+        return ArtifactPlan(
+            artifacts=[
+                ArtifactDecision(
+                    artifact_id=artifact.id,
+                    strategy=ProcessingStrategy.INCLUDE_FULL,
+                    priority=min(index + 1, 100),
+                    relevance_rationale="deterministic: everything fits",
+                )
+                for index, artifact in enumerate(artifacts)
+            ],
+            reasoning="deterministic plan: everything fits",
+        )
     ranked = relevance_order(question, artifacts)
     decisions = [
         deterministic_decision(

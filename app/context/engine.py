@@ -212,7 +212,10 @@ class _Engine:
         self, artifacts: list[Artifact], question: str, room: int, result: EngineResult
     ) -> ArtifactPlan:
         query = self.ranking_query(question)
-        fallback = await asyncio.to_thread(deterministic_plan, query, artifacts, room)
+        if sum(a.tokens for a in artifacts) <= room:  # nothing to rank: no thread hop
+            fallback = deterministic_plan(query, artifacts, room)
+        else:  # BM25 over the artifacts, off the loop
+            fallback = await asyncio.to_thread(deterministic_plan, query, artifacts, room)
         decision = should_use_llm_planning(
             artifacts,
             room_tokens=room,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+import app.context.deterministic as deterministic
 from app.context.artifacts import ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from app.context.deterministic import deterministic_plan
 from app.context.executor import Processors, execute_plan
@@ -78,3 +81,21 @@ async def test_rank_chunks_uses_embeddings_and_falls_back() -> None:
     scores, note = await rank_chunks("vault", ["garden", "vault here"], broken)
     assert scores[1] > scores[0]
     assert note is not None
+
+
+def test_nothing_is_ranked_when_everything_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent's loop step brings one result that fits: it is included without indexing it
+    for BM25 (which cost ~10% of such a call); ranking only decides what does not fit."""
+
+    def no_ranking(*_args: object) -> list[float]:
+        raise AssertionError("ranked although everything fits")
+
+    monkeypatch.setattr(deterministic, "bm25_scores", no_ranking)
+    results = [artifact("a", "one file " * 50), artifact("b", "another file " * 50)]
+    plan = deterministic_plan("which file", results, 10_000)
+    assert [(d.artifact_id, d.strategy, d.priority) for d in plan.artifacts] == [
+        ("a", ProcessingStrategy.INCLUDE_FULL, 1),
+        ("b", ProcessingStrategy.INCLUDE_FULL, 2),
+    ]
+    with pytest.raises(AssertionError, match="ranked"):
+        deterministic_plan("which file", results, 10)  # over the room: ranked
