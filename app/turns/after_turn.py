@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 
-from app.compaction.compactor import CompactionJob, CompactionReport
+from app.compaction.compactor import CompactionJob, CompactionReport, Compactor
+from app.compaction.locks import ConversationLocks
 from app.compaction.periodic import PeriodicJob, periodic_due, run_periodic_summary
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
@@ -70,7 +71,7 @@ def schedule_memory_work(
         usage is not None
         and budget
         and (deferred or usage.prompt_tokens > ratio * provider_budget)
-        and _may_compact(state, prepared, resolved)
+        and _may_compact(settings, prepared, resolved)
     ):
         compaction = CompactionJob(
             tenant_id=tenant_id,
@@ -79,7 +80,8 @@ def schedule_memory_work(
             count=lambda text: state.tokens.count_text(text, request.model),
             bundle_cap=int(budget * settings.summary_budget_share),
         )
-        spawn(state.background, _compact_in_background(state, compaction))
+        work = _compact_in_background(state.memory.locks, compactor(state, compaction))
+        spawn(state.background, work)
     _schedule_periodic_summary(state, prepared, resolved, model)
     if request.context.memory and _recall_may_search(prepared, usage, budget):
         key = (tenant_id, resolved.conversation_id)
@@ -118,7 +120,7 @@ def _textless_at(
     return (conversation.cache_cleared_sequence or 0) if conversation is not None else 0
 
 
-def _may_compact(state: AppState, prepared: Prepared, resolved: ResolvedConversation) -> bool:
+def _may_compact(settings: Settings, prepared: Prepared, resolved: ResolvedConversation) -> bool:
     """Whether compaction could find a window: the raw region (the turns after the compacted
     ones) holds more turns than the raw tail it always keeps. An agent's long tool loop is one
     turn: compacting it would read the whole history back on every call to find nothing."""
@@ -127,7 +129,7 @@ def _may_compact(state: AppState, prepared: Prepared, resolved: ResolvedConversa
     turns += sum(1 for m in prepared.new_messages if m.role == "user")
     compacted = (conversation.compacted_turn or 0) if conversation is not None else 0
     # +1: messages before the first user message (turn 0) may be raw too.
-    return turns - compacted + 1 > state.settings.raw_tail_turns
+    return turns - compacted + 1 > settings.raw_tail_turns
 
 
 def _recall_may_search(prepared: Prepared, usage: Usage | None, budget: int | None) -> bool:
@@ -170,14 +172,14 @@ def _schedule_periodic_summary(
         spawn(state.background, work)
 
 
-async def _compact_in_background(state: AppState, job: CompactionJob) -> None:
-    conversation_id = job.conversation_id
+async def _compact_in_background(locks: ConversationLocks, compactor: Compactor) -> None:
+    conversation_id = compactor.conversation_id
     try:
-        async with state.memory.locks.hold(conversation_id, timeout_s=None) as held:
+        async with locks.hold(conversation_id, timeout_s=None) as held:
             if not held:
                 return  # another request is compacting this conversation right now
             report = CompactionReport(trigger="after_response")
-            await compactor(state, job).run(report, current_stored=False, fits=None)
+            await compactor.run(report, current_stored=False, fits=None)
         logger.info("compaction", extra={"conversation_id": conversation_id, **report.as_dict()})
     except Exception:
         logger.exception(
