@@ -82,7 +82,10 @@ def schedule_memory_work(
         )
         work = _compact_in_background(state.memory.locks, compactor(state, compaction))
         spawn(state.background, work)
-    _schedule_periodic_summary(state, prepared, resolved, model)
+    periodic = _periodic_job(settings, prepared, resolved, model)
+    if periodic is not None:
+        work = run_periodic_summary(state.database, summarizer(state), state.tokens, periodic)
+        spawn(state.background, work)
     if request.context.memory and _recall_may_search(prepared, usage, budget):
         key = (tenant_id, resolved.conversation_id)
         textless_at = _textless_at(prepared, resolved, answer)
@@ -150,26 +153,26 @@ def _recall_may_search(prepared: Prepared, usage: Usage | None, budget: int | No
     return budget is not None and budget > 0 and tokens >= RECALL_VECTORS_FROM * budget
 
 
-def _schedule_periodic_summary(
-    state: AppState, prepared: Prepared, resolved: ResolvedConversation, model: str
-) -> None:
-    """Every N message pairs (context.summary_every_pairs, else the setting)."""
+def _periodic_job(
+    settings: Settings, prepared: Prepared, resolved: ResolvedConversation, model: str
+) -> PeriodicJob | None:
+    """The periodic summary due after this turn: every N message pairs
+    (context.summary_every_pairs, else the setting); None when none is."""
     request = prepared.request
     every = request.context.summary_every_pairs
     if every is None:
-        every = state.settings.summary_every_pairs
+        every = settings.summary_every_pairs
     new_turns = sum(1 for m in prepared.new_messages if m.role == "user")
     before = resolved.conversation.turn_count if resolved.conversation else 0
-    if periodic_due(every, before + new_turns, new_turns > 0):
-        job = PeriodicJob(
-            tenant_id=prepared.caller.tenant_id,
-            conversation_id=resolved.conversation_id,
-            pairs=every,
-            model=model,
-            count_model=request.model,
-        )
-        work = run_periodic_summary(state.database, summarizer(state), state.tokens, job)
-        spawn(state.background, work)
+    if not periodic_due(every, before + new_turns, new_turns > 0):
+        return None
+    return PeriodicJob(
+        tenant_id=prepared.caller.tenant_id,
+        conversation_id=resolved.conversation_id,
+        pairs=every,
+        model=model,
+        count_model=request.model,
+    )
 
 
 async def _compact_in_background(locks: ConversationLocks, compactor: Compactor) -> None:

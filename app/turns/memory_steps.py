@@ -23,7 +23,7 @@ from app.context.budget import TokenBudget
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
 from app.core.settings import Settings
-from app.llm.reach import helper_models
+from app.llm.reach import HelperModels, helper_models
 from app.memories.index_refresh import IndexServices
 from app.memories.memory_block import (
     MemoryRequest,
@@ -56,9 +56,9 @@ class MemoryTurn:
     budget: TokenBudget
 
 
-def summarizer_model(state: AppState, context: TurnAsked) -> str:
+def summarizer_model(helpers: HelperModels, context: TurnAsked) -> str:
     request = context.request
-    return helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
+    return helpers.summarizer_for(request.context.summarizer_model, request.model)
 
 
 async def prepare_memory(
@@ -183,7 +183,7 @@ async def _compact_now(
     job = CompactionJob(
         tenant_id=context.caller.tenant_id,
         conversation_id=resolved.conversation_id,
-        summarizer_model=summarizer_model(state, context),
+        summarizer_model=summarizer_model(helper_models(state), context),
         count=lambda text: state.tokens.count_text(text, model),
         bundle_cap=cap,
     )
