@@ -1,5 +1,6 @@
-"""The services of compaction, long-term memory and recall, taken from the application state:
-the pipeline hands each memory step the parts it uses, never the whole state."""
+"""The services of compaction, long-term memory and recall, and of the upstream call (whose
+``remember`` tool saves memories), taken from the application state: the pipeline hands each
+memory step, and the upstream call, the parts it uses, never the whole state."""
 
 from __future__ import annotations
 
