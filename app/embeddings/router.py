@@ -18,6 +18,7 @@ router = APIRouter(tags=["embeddings"])
 async def embeddings(body: EmbeddingsRequest, caller: CallerDep, state: StateDep) -> Response:
     reservation = await state.limits.admit(caller)
     try:
-        return json_response(await create_embeddings(state, caller, body))
+        answer = await create_embeddings(state.llm, state.database, caller, body)
+        return json_response(answer)
     finally:
         await reservation.release()

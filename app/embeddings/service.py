@@ -8,11 +8,12 @@ import time
 from typing import cast
 
 from app.core import metrics
+from app.core.database import Database
 from app.core.errors import BadRequest
 from app.db.models import new_id
 from app.embeddings.schemas import EmbeddingsRequest
 from app.keys.caller import Caller
-from app.state import AppState
+from app.llm.client import LLMClient
 from app.turns.repository import request_log_repository
 from app.wire.embeddings import EmbeddingsResponse
 
@@ -25,15 +26,15 @@ def _base64(vector: list[float]) -> str:
 
 
 async def create_embeddings(
-    state: AppState, caller: Caller, request: EmbeddingsRequest
+    llm: LLMClient, database: Database, caller: Caller, request: EmbeddingsRequest
 ) -> EmbeddingsResponse:
     if not request.has_input():
         raise BadRequest("'input' must not be empty.", param="input", code="invalid_input")
     started = time.perf_counter()
     params = request.model_dump(include={"dimensions", "user"}, exclude_none=True)
-    response, cost = await state.llm.embeddings(request.model, request.input, params)
+    response, cost = await llm.embeddings(request.model, request.input, params)
     tokens = int(response["usage"]["prompt_tokens"])
-    async with state.database.writing() as session:
+    async with database.writing() as session:
         await request_log_repository.insert(
             session,
             {

@@ -32,7 +32,8 @@ from app.protocol.chat import CacheOptions, ChatCompletionRequest, ContextOption
 from app.wire.chat import ChatMessage
 
 if TYPE_CHECKING:
-    from app.state import AppState
+    from app.core.settings import Settings
+    from app.llm.client import LLMClient
     from app.turns.prepared import Prepared
 
 __all__ = [
@@ -146,12 +147,11 @@ class ContextManagement(_Strict):
 # ---- request: the edits as contextgate's policy ----------------------------------------
 
 
-def request_budget(state: AppState, request: ChatCompletionRequest) -> int:
+def request_budget(settings: Settings, llm: LLMClient, request: ChatCompletionRequest) -> int:
     """The input budget the pipeline will give this request (app/context/budget.py)."""
-    settings = state.settings
     return input_budget(
         explicit=request.context.max_input_tokens,
-        context_window=state.llm.model_info(request.model).max_input_tokens,
+        context_window=llm.model_info(request.model).max_input_tokens,
         output_tokens_requested=request.output_tokens_requested,
         policy=BudgetPolicy(
             default_context_window=settings.default_context_window,

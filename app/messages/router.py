@@ -35,6 +35,7 @@ from app.messages.schemas import CountTokensRequest, MessagesRequest
 from app.messages.translate import chat_messages, chat_tools, to_turn_request
 from app.protocol.limits import check_chat_limits, check_message_sizes
 from app.state import AppState, StateDep
+from app.tokens.counter import TokenCounter
 from app.turns.context import TurnContext
 from app.turns.guard import guarded
 from app.turns.prepared import Prepared
@@ -61,7 +62,7 @@ def _upstream_headers(request: Request) -> dict[str, str]:
 EditReport = Callable[[Prepared], AppliedEdits]
 
 
-def _edit_report(state: AppState, management: ContextManagement | None) -> EditReport | None:
+def _edit_report(tokens: TokenCounter, management: ContextManagement | None) -> EditReport | None:
     """What renders ``context_management`` for the answer, when the request asked for edits."""
     if management is None:
         return None
@@ -69,7 +70,7 @@ def _edit_report(state: AppState, management: ContextManagement | None) -> EditR
     def report(prepared: Prepared) -> AppliedEdits:
         # The client resends its older thinking on every call: each text is counted once.
         model = prepared.request.model
-        return applied_edits(management, prepared, lambda t: state.tokens.count_cached(t, model))
+        return applied_edits(management, prepared, lambda t: tokens.count_cached(t, model))
 
     return report
 
@@ -92,11 +93,11 @@ async def create_message(
         turn.context = edited_context(
             management,
             turn.context,
-            request_budget(state, turn),
+            request_budget(state.settings, state.llm, turn),
             new_user_turn=turn.messages[-1].role == "user",
         )
     context = TurnContext.of(request, turn, caller, upstream_headers=_upstream_headers(request))
-    report = _edit_report(state, management)
+    report = _edit_report(state.tokens, management)
     return await guarded(
         request,
         state,

@@ -21,6 +21,7 @@ from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import conversation_service
 from app.conversations.stamp import Stamp
+from app.core.database import Database
 from app.core.errors import BadRequest
 from app.keys.caller import Caller
 from app.llm.reach import helper_models
@@ -28,6 +29,7 @@ from app.protocol.chat import ChatCompletionRequest, ContextOptions
 from app.responses.compaction_seal import SealedCompaction
 from app.responses.schemas import ResponsesRequest
 from app.state import AppState
+from app.tokens.counter import TokenCounter
 from app.turns.repository import request_log_repository
 from app.wire.json import JSONObject
 from app.wire.responses import ResponsesUsage
@@ -91,7 +93,12 @@ def _refuse_unmanaged(turn: ChatCompletionRequest) -> None:
 
 
 async def _store_history(
-    state: AppState, caller: Caller, turn: ChatCompletionRequest, at: int | None, own_system: bool
+    database: Database,
+    tokens: TokenCounter,
+    caller: Caller,
+    turn: ChatCompletionRequest,
+    at: int | None,
+    own_system: bool,
 ) -> str:
     """Store what of the history is not stored yet; the conversation's id."""
     incoming = [m.model_dump(include=_STORED_KEYS, exclude_none=True) for m in turn.messages]
@@ -101,14 +108,14 @@ async def _store_history(
         raise BadRequest("There is no history to compact.", param="input", code="empty_input")
     hashes = [content_hash(m) for m in incoming]
     tenant_id, model = caller.tenant_id, turn.model
-    async with state.database.reading() as session:
+    async with database.reading() as session:
         resolved = await conversation_service.resolve(
             session, tenant_id, incoming, hashes, turn.conversation_id, at=at
         )
-        await state.tokens.precount_messages(incoming[resolved.new_start :], model)
+        await tokens.precount_messages(incoming[resolved.new_start :], model)
     new = [
         ConversationMessage(
-            **message, token_count=state.tokens.count_message(message, model), content_hash=hashed
+            **message, token_count=tokens.count_message(message, model), content_hash=hashed
         )
         for message, hashed in zip(
             incoming[resolved.new_start :], hashes[resolved.new_start :], strict=True
@@ -116,7 +123,7 @@ async def _store_history(
     ]
     if not new:
         return resolved.conversation_id
-    async with state.database.writing() as session:
+    async with database.writing() as session:
         return await conversation_service.append_turn(
             session, tenant_id, resolved, new, Stamp(model)
         )
@@ -132,7 +139,9 @@ async def compact_turn(
 ) -> Compacted:
     """Store the history ``turn`` holds, compact its conversation; what to seal and report."""
     _refuse_unmanaged(turn)
-    conversation_id = await _store_history(state, caller, turn, at, own_system)
+    conversation_id = await _store_history(
+        state.database, state.tokens, caller, turn, at, own_system
+    )
     return await compact_conversation(state, caller, conversation_id, turn.model, turn.context)
 
 
@@ -190,7 +199,7 @@ async def compact_conversation(
 
 
 async def log_compaction(
-    state: AppState,
+    database: Database,
     caller: Caller,
     compacted: Compacted,
     body: ResponsesRequest,
@@ -201,7 +210,7 @@ async def log_compaction(
     """The pass in the request log: its summarizer cost counts in the key's spend."""
     model, stream = body.model, body.stream
     cost = round(compacted.report.cost, 8)
-    async with state.database.writing() as session:
+    async with database.writing() as session:
         await request_log_repository.insert(
             session,
             {

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.jsonresponse import json_response
 from app.core.parsed_body import ParsedJSONRoute
+from app.core.settings import Settings
 from app.db.models import new_id
 from app.keys.auth import CallerDep
 from app.keys.caller import Caller
@@ -69,7 +70,7 @@ async def _compact(
         )
     compacted.notes[:0] = notes
     await log_compaction(
-        state,
+        state.database,
         caller,
         compacted,
         body,
@@ -79,8 +80,8 @@ async def _compact(
     return compacted
 
 
-def _item(state: AppState, caller: Caller, compacted: Compacted) -> CompactionItem:
-    return compaction_item(state.settings, caller.tenant_id, item_id("cmp"), compacted.sealed)
+def _item(settings: Settings, caller: Caller, compacted: Compacted) -> CompactionItem:
+    return compaction_item(settings, caller.tenant_id, item_id("cmp"), compacted.sealed)
 
 
 async def answer_trigger(
@@ -95,7 +96,7 @@ async def answer_trigger(
         created_at=int(time.time()),
         echo=echo_fields(body),
         status="completed",
-        output=[_item(state, caller, compacted)],
+        output=[_item(state.settings, caller, compacted)],
         usage=compacted.usage(),
         conversation_id=compacted.conversation_id,
         context_utilization=compacted.utilization(body.model),
@@ -172,7 +173,7 @@ async def compact_response(
             "id": item_id("resp"),
             "object": "response.compaction",
             "created_at": int(time.time()),
-            "output": [*users, _item(state, caller, compacted)],
+            "output": [*users, _item(state.settings, caller, compacted)],
             "usage": compacted.usage(),
             "conversation_id": compacted.conversation_id,
             "context_utilization": compacted.utilization(body.model),

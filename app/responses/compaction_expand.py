@@ -11,11 +11,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.compaction.repository import summary_repository
 from app.conversations.fingerprint import content_hash
 from app.conversations.repository import conversation_repository
+from app.core.deps import Storage
 from app.core.errors import BadRequest
 from app.responses.compaction_items import CompactionItem
 from app.responses.compaction_seal import SealedCompaction, open_seal
 from app.responses.schemas import ResponsesRequest
-from app.state import AppState
 from app.wire.chat import ChatMessage
 
 __all__ = ["Expansion", "expand_compaction"]
@@ -49,7 +49,7 @@ class Expansion:
 
 
 async def expand_compaction(
-    state: AppState, tenant_id: str, body: ResponsesRequest
+    storage: Storage, tenant_id: str, body: ResponsesRequest
 ) -> Expansion | None:
     """The request continuing the stored conversation its last compaction item stands for,
     checked: a 400 for an item that is not contextgate's for this caller, or whose
@@ -62,7 +62,7 @@ async def expand_compaction(
     item = items[index]
     assert isinstance(item, CompactionItem)
     param = f"input.{index}.encrypted_content"
-    sealed = open_seal(state.settings, tenant_id, item.encrypted_content, param)
+    sealed = open_seal(storage.settings, tenant_id, item.encrypted_content, param)
     if body.conversation_id is not None and body.conversation_id != sealed.conversation_id:
         raise BadRequest(
             "The compaction item belongs to another conversation than conversation_id.",
@@ -72,7 +72,7 @@ async def expand_compaction(
     after = items[index + 1 :]
     update = {"input": after, "conversation_id": sealed.conversation_id}
     expansion = Expansion(body.model_copy(update=update), sealed)
-    async with state.database.reading() as session:
+    async with storage.database.reading() as session:
         conversation = await conversation_repository.get(session, tenant_id, sealed.conversation_id)
         if conversation is None or conversation.message_count < sealed.upto:
             raise BadRequest(

@@ -12,6 +12,7 @@ from starlette.background import BackgroundTask
 
 from app.context.headers import context_headers
 from app.conversations.service import HeadMoved
+from app.core.database import Database
 from app.core.jsonresponse import json_response
 from app.core.parsed_body import ParsedJSONRoute
 from app.keys.auth import CallerDep
@@ -84,12 +85,13 @@ async def _answer(state: AppState, context: TurnContext, new: NewResponse) -> Re
     head = (conversation_id, at)
     claims = state.continuations
     if not claims.claim(head):  # another turn of this process is continuing that end
-        return await _respond(state, await _branched(state, context, head), new)
+        return await _respond(state, await _branched(state.database, context, head), new)
     try:
         try:
             response = await _respond(state, context, new)
         except HeadMoved:  # another replica's turn was stored there before this one was read
-            response = await _respond(state, await _branched(state, context, head), new)
+            branched = await _branched(state.database, context, head)
+            response = await _respond(state, branched, new)
     except BaseException:
         claims.release(head)
         raise
@@ -100,9 +102,9 @@ async def _answer(state: AppState, context: TurnContext, new: NewResponse) -> Re
     return response
 
 
-async def _branched(state: AppState, context: TurnContext, head: tuple[str, int]) -> TurnContext:
+async def _branched(database: Database, context: TurnContext, head: tuple[str, int]) -> TurnContext:
     """The same turn on a new branch holding the conversation's first ``head[1]`` messages."""
-    branch = await response_service.branch(state.database, context.caller.tenant_id, *head)
+    branch = await response_service.branch(database, context.caller.tenant_id, *head)
     request = context.request.model_copy(update={"conversation_id": branch})
     return replace(context, request=request, continue_at=None)
 

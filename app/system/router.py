@@ -12,7 +12,8 @@ from fastapi.responses import Response
 from app.core import metrics
 from app.core.jsonresponse import json_response
 from app.keys.auth import CallerDep
-from app.state import AppState, StateDep
+from app.llm.routing import ModelRouter
+from app.state import StateDep
 
 router = APIRouter(tags=["system"])
 
@@ -45,9 +46,8 @@ async def prometheus_metrics() -> Response:
     return Response(metrics.render(), media_type=metrics.CONTENT_TYPE_LATEST)
 
 
-async def _upstream_models(state: AppState) -> list[str]:
+async def _upstream_models(router: ModelRouter) -> list[str]:
     """Names the OpenAI-compatible upstream serves; none if it cannot say."""
-    router = state.llm.router
     if not router.upstream_base_url:
         return []
     headers = {}
@@ -64,8 +64,9 @@ async def _upstream_models(state: AppState) -> list[str]:
 
 @router.get("/v1/models")
 async def list_models(_: CallerDep, state: StateDep) -> dict[str, Any]:
-    names = state.llm.router.configured_names()
-    for name in await _upstream_models(state):
+    router = state.llm.router
+    names = router.configured_names()
+    for name in await _upstream_models(router):
         if name not in names:
             names.append(name)
     created = int(time.time())

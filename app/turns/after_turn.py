@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 
-from app.compaction.compactor import CompactionJob, CompactionReport
+from app.compaction.compactor import CompactionJob, CompactionReport, Compactor
+from app.compaction.locks import ConversationLocks
 from app.compaction.periodic import PeriodicJob, periodic_due, run_periodic_summary
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
@@ -70,7 +71,7 @@ def schedule_memory_work(
         usage is not None
         and budget
         and (deferred or usage.prompt_tokens > ratio * provider_budget)
-        and _may_compact(state, prepared, resolved)
+        and _may_compact(settings, prepared, resolved)
     ):
         compaction = CompactionJob(
             tenant_id=tenant_id,
@@ -79,8 +80,12 @@ def schedule_memory_work(
             count=lambda text: state.tokens.count_text(text, request.model),
             bundle_cap=int(budget * settings.summary_budget_share),
         )
-        spawn(state.background, _compact_in_background(state, compaction))
-    _schedule_periodic_summary(state, prepared, resolved, model)
+        work = _compact_in_background(state.memory.locks, compactor(state, compaction))
+        spawn(state.background, work)
+    periodic = _periodic_job(settings, prepared, resolved, model)
+    if periodic is not None:
+        work = run_periodic_summary(state.database, summarizer(state), state.tokens, periodic)
+        spawn(state.background, work)
     if request.context.memory and _recall_may_search(prepared, usage, budget):
         key = (tenant_id, resolved.conversation_id)
         textless_at = _textless_at(prepared, resolved, answer)
@@ -118,7 +123,7 @@ def _textless_at(
     return (conversation.cache_cleared_sequence or 0) if conversation is not None else 0
 
 
-def _may_compact(state: AppState, prepared: Prepared, resolved: ResolvedConversation) -> bool:
+def _may_compact(settings: Settings, prepared: Prepared, resolved: ResolvedConversation) -> bool:
     """Whether compaction could find a window: the raw region (the turns after the compacted
     ones) holds more turns than the raw tail it always keeps. An agent's long tool loop is one
     turn: compacting it would read the whole history back on every call to find nothing."""
@@ -127,7 +132,7 @@ def _may_compact(state: AppState, prepared: Prepared, resolved: ResolvedConversa
     turns += sum(1 for m in prepared.new_messages if m.role == "user")
     compacted = (conversation.compacted_turn or 0) if conversation is not None else 0
     # +1: messages before the first user message (turn 0) may be raw too.
-    return turns - compacted + 1 > state.settings.raw_tail_turns
+    return turns - compacted + 1 > settings.raw_tail_turns
 
 
 def _recall_may_search(prepared: Prepared, usage: Usage | None, budget: int | None) -> bool:
@@ -148,36 +153,36 @@ def _recall_may_search(prepared: Prepared, usage: Usage | None, budget: int | No
     return budget is not None and budget > 0 and tokens >= RECALL_VECTORS_FROM * budget
 
 
-def _schedule_periodic_summary(
-    state: AppState, prepared: Prepared, resolved: ResolvedConversation, model: str
-) -> None:
-    """Every N message pairs (context.summary_every_pairs, else the setting)."""
+def _periodic_job(
+    settings: Settings, prepared: Prepared, resolved: ResolvedConversation, model: str
+) -> PeriodicJob | None:
+    """The periodic summary due after this turn: every N message pairs
+    (context.summary_every_pairs, else the setting); None when none is."""
     request = prepared.request
     every = request.context.summary_every_pairs
     if every is None:
-        every = state.settings.summary_every_pairs
+        every = settings.summary_every_pairs
     new_turns = sum(1 for m in prepared.new_messages if m.role == "user")
     before = resolved.conversation.turn_count if resolved.conversation else 0
-    if periodic_due(every, before + new_turns, new_turns > 0):
-        job = PeriodicJob(
-            tenant_id=prepared.caller.tenant_id,
-            conversation_id=resolved.conversation_id,
-            pairs=every,
-            model=model,
-            count_model=request.model,
-        )
-        work = run_periodic_summary(state.database, summarizer(state), state.tokens, job)
-        spawn(state.background, work)
+    if not periodic_due(every, before + new_turns, new_turns > 0):
+        return None
+    return PeriodicJob(
+        tenant_id=prepared.caller.tenant_id,
+        conversation_id=resolved.conversation_id,
+        pairs=every,
+        model=model,
+        count_model=request.model,
+    )
 
 
-async def _compact_in_background(state: AppState, job: CompactionJob) -> None:
-    conversation_id = job.conversation_id
+async def _compact_in_background(locks: ConversationLocks, compactor: Compactor) -> None:
+    conversation_id = compactor.conversation_id
     try:
-        async with state.memory.locks.hold(conversation_id, timeout_s=None) as held:
+        async with locks.hold(conversation_id, timeout_s=None) as held:
             if not held:
                 return  # another request is compacting this conversation right now
             report = CompactionReport(trigger="after_response")
-            await compactor(state, job).run(report, current_stored=False, fits=None)
+            await compactor.run(report, current_stored=False, fits=None)
         logger.info("compaction", extra={"conversation_id": conversation_id, **report.as_dict()})
     except Exception:
         logger.exception(

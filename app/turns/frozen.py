@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from app.conversations.messages import ConversationMessage
 from app.state import AppState
+from app.tokens.counter import TokenCounter
 
 __all__ = ["freeze_user_prefix", "frozen_blocks", "frozen_prefix_tokens"]
 
@@ -40,7 +41,7 @@ def frozen_prefix_tokens(state: AppState, current: list[ConversationMessage], mo
     users = [m for m in current if m.role == "user"]
     if not users or not users[-1].context_prefix:
         return 0
-    return _block_tokens(state, users[-1].context_prefix, model)
+    return _block_tokens(state.tokens, users[-1].context_prefix, model)
 
 
 def frozen_blocks(
@@ -54,20 +55,20 @@ def frozen_blocks(
     size of its block keeps it (dropping it would cost a cache write of the whole turn, an
     agent's long tool loop); a shorter one, a chat's question and answer, is rewritten once
     without it when the next user message comes, instead of carrying it in every prompt."""
-    ratio = state.settings.cache_block_keep_turn_ratio
+    ratio, tokens = state.settings.cache_block_keep_turn_ratio, state.tokens
     old = [m for m in history if m.role == "user"]
     users = [*old, *(m for m in current if m.role == "user")]
     kept: dict[int, int] = {}
     for message, following in zip(old, users[1:], strict=False):
         if not message.context_prefix:
             continue
-        block = _block_tokens(state, message.context_prefix, model)
+        block = _block_tokens(tokens, message.context_prefix, model)
         if following.start_tokens - message.start_tokens >= ratio * block:
             kept[message.sequence_number] = block
     return kept
 
 
-def _block_tokens(state: AppState, prefix: str, model: str) -> int:
+def _block_tokens(tokens: TokenCounter, prefix: str, model: str) -> int:
     """A block's tokens as sent (``prefix`` and the paragraph break), remembered: the same
     blocks are counted again on every call of a conversation."""
-    return state.tokens.count_cached(f"{prefix}\n\n", model)
+    return tokens.count_cached(f"{prefix}\n\n", model)

@@ -6,13 +6,13 @@ for a stream, until its last byte (or until the client goes away).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 
 from fastapi import Request
 from starlette.responses import Response, StreamingResponse
 
+from app.core.tasks import Tasks, spawn
 from app.keys.caller import Caller
 from app.keys.limits import Reservation
 from app.state import AppState
@@ -55,14 +55,14 @@ async def guarded(
         raise
     if isinstance(response, StreamingResponse):
         inner = response.body_iterator
-        response.body_iterator = _tracked(state, inner, response, reservation, claimed)
+        response.body_iterator = _tracked(state.background, inner, response, reservation, claimed)
         return response
     await _finish_quietly(reservation, claimed, response)
     return response
 
 
 async def _tracked(
-    state: AppState,
+    background: Tasks,
     inner: AsyncIterable[_Chunk],
     response: StreamingResponse,
     reservation: Reservation,
@@ -82,9 +82,7 @@ async def _tracked(
         else:
             # Cut short (client gone or upstream failed): we may be cancelled, so let a
             # background task release the reservation and the idempotency claim.
-            task = asyncio.create_task(_finish_quietly(reservation, claimed, None))
-            state.background.add(task)
-            task.add_done_callback(state.background.discard)
+            spawn(background, _finish_quietly(reservation, claimed, None))
 
 
 class _Stored:

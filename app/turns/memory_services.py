@@ -1,5 +1,6 @@
-"""The services of compaction, long-term memory and recall, taken from the application state:
-the pipeline hands each memory step the parts it uses, never the whole state."""
+"""The services of compaction, long-term memory and recall, and of the upstream call (whose
+``remember`` tool saves memories), taken from the application state: the pipeline hands each
+memory step, and the upstream call, the parts it uses, never the whole state."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from app.compaction.llm_json import Summarizer
 from app.memories.index_refresh import IndexServices
 from app.recall.services import RecallServices
 from app.state import AppState
+from app.turns.remember import UpstreamServices
 
-__all__ = ["compactor", "index_services", "recall_services", "summarizer"]
+__all__ = ["compactor", "index_services", "recall_services", "summarizer", "upstream_services"]
 
 
 def summarizer(state: AppState) -> Summarizer:
@@ -29,6 +31,11 @@ def recall_services(state: AppState) -> RecallServices:
         memory.vector_backlog,
         state.background,
     )
+
+
+def upstream_services(state: AppState) -> UpstreamServices:
+    """The turn's upstream call, with the ``remember`` tool's memories."""
+    return UpstreamServices(state.llm, state.settings, index_services(state))
 
 
 def compactor(state: AppState, job: CompactionJob) -> Compactor:

@@ -23,7 +23,8 @@ from app.context.budget import TokenBudget
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation
 from app.core.settings import Settings
-from app.llm.reach import helper_models
+from app.llm.reach import HelperModels, helper_models
+from app.memories.index_refresh import IndexServices
 from app.memories.memory_block import (
     MemoryRequest,
     MemorySelection,
@@ -31,7 +32,7 @@ from app.memories.memory_block import (
     select_memories,
 )
 from app.state import AppState
-from app.tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMER, text_of
+from app.tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMER, TokenCounter, text_of
 from app.turns.after_turn import COMPACTION_DEFERRED
 from app.turns.memory_context import MemoryContext, TurnAsked
 from app.turns.memory_services import compactor, index_services
@@ -55,9 +56,9 @@ class MemoryTurn:
     budget: TokenBudget
 
 
-def summarizer_model(state: AppState, context: TurnAsked) -> str:
+def summarizer_model(helpers: HelperModels, context: TurnAsked) -> str:
     request = context.request
-    return helper_models(state).summarizer_for(request.context.summarizer_model, request.model)
+    return helpers.summarizer_for(request.context.summarizer_model, request.model)
 
 
 async def prepare_memory(
@@ -67,7 +68,7 @@ async def prepare_memory(
     ``rewrite``: the prompt is assembled anew (a rebase): compaction may run and the bundle is
     rebuilt. Without it the prompt owner keeps the previous prompt, bundle included, and only
     the new user message's per-turn block is made."""
-    request, budget = turn.context.request, turn.budget
+    request = turn.context.request
     memory = MemoryContext(mode=request.context.memory_injection)
     conversation = turn.resolved.conversation
     if rewrite and conversation is not None and conversation.message_count:
@@ -77,11 +78,11 @@ async def prepare_memory(
         # not from the conversation's first message (history length stays free).
         memory.boundary_tokens = conversation.compacted_tokens
         memory.boundary_sequence = conversation.compacted_sequence
-    user_texts = [text_of(m.content) for m in turn.new if m.role == "user"]
+    asked = any(m.role == "user" for m in turn.new)
     wanted = request.context.memory and request.user
-    if user_texts and (wanted or date_prefix_wanted(state.settings, request.context)):
-        room = budget.total - budget.fixed - memory.bundle_tokens
-        await _retrieval(state, turn.context, session, user_texts[-1], room, memory)
+    if asked and (wanted or date_prefix_wanted(state.settings, request.context)):
+        services = index_services(state)
+        await _retrieval(services, state.settings, state.tokens, turn, session, memory)
     return memory
 
 
@@ -140,15 +141,15 @@ async def _compaction_and_bundle(
         else:
             memory.notes.append("compaction skipped: another compaction held the lock")
     if summaries:
-        _bundle(state, model, summary_views(summaries), cap, memory)
+        _bundle(state.tokens, model, summary_views(summaries), cap, memory)
 
 
 def _bundle(
-    state: AppState, model: str, summaries: list[SummaryView], cap: int, memory: MemoryContext
+    tokens: TokenCounter, model: str, summaries: list[SummaryView], cap: int, memory: MemoryContext
 ) -> None:
     """The active summaries as the memory bundle, within ``cap`` tokens."""
     bundle = render_bundle(
-        summaries, cap_tokens=cap, count=lambda text: state.tokens.count_text(text, model)
+        summaries, cap_tokens=cap, count=lambda text: tokens.count_text(text, model)
     )
     if bundle.summaries_omitted:
         memory.notes.append(
@@ -156,7 +157,7 @@ def _bundle(
         )
     if not bundle.empty:
         memory.bundle = bundle.text
-        memory.bundle_tokens = MESSAGE_OVERHEAD + state.tokens.count_text(bundle.text, model)
+        memory.bundle_tokens = MESSAGE_OVERHEAD + tokens.count_text(bundle.text, model)
 
 
 def _compaction_backlog(
@@ -182,7 +183,7 @@ async def _compact_now(
     job = CompactionJob(
         tenant_id=context.caller.tenant_id,
         conversation_id=resolved.conversation_id,
-        summarizer_model=summarizer_model(state, context),
+        summarizer_model=summarizer_model(helper_models(state), context),
         count=lambda text: state.tokens.count_text(text, model),
         bundle_cap=cap,
     )
@@ -198,14 +199,18 @@ async def _compact_now(
 
 
 async def _retrieval(
-    state: AppState,
-    context: TurnAsked,
+    index: IndexServices,
+    settings: Settings,
+    tokens: TokenCounter,
+    turn: MemoryTurn,
     session: AsyncSession,
-    query: str,
-    room: int,
     memory: MemoryContext,
 ) -> None:
-    """Facts, retrieved memories and the date (app/memories/memory_block.py) as one block."""
+    """Facts, retrieved memories and the date (app/memories/memory_block.py) as one block,
+    for the turn's newest user message, in what the bundle left of the budget."""
+    context, budget = turn.context, turn.budget
+    query = next(text_of(m.content) for m in reversed(turn.new) if m.role == "user")
+    room = budget.total - budget.fixed - memory.bundle_tokens
     request = context.request
     model = request.model
     now = datetime.now(UTC)
@@ -217,26 +222,23 @@ async def _retrieval(
                 user=request.user,
                 query=query,
                 options=request.context,
-                count=lambda text: state.tokens.count_text(text, model),
+                count=lambda text: tokens.count_text(text, model),
                 now=now,
             )
-            services = index_services(state)
-            selection = await select_memories(
-                services, state.settings, session, wanted, memory.notes
-            )
+            selection = await select_memories(index, settings, session, wanted, memory.notes)
         except Exception as exc:  # memory must never fail the request
             logger.warning("memory retrieval failed", exc_info=True)
             memory.notes.append(f"memory retrieval failed ({type(exc).__name__}); none injected")
-    if selection.empty and not date_prefix_wanted(state.settings, request.context):
+    if selection.empty and not date_prefix_wanted(settings, request.context):
         return
-    block = selection.render(now, state.settings.memory_template)
-    tokens = state.tokens.count_text(block, model) + 2
+    block = selection.render(now, settings.memory_template)
+    block_tokens = tokens.count_text(block, model) + 2
     if memory.mode != "user_prefix":
-        tokens += MESSAGE_OVERHEAD
-    if tokens > room:
+        block_tokens += MESSAGE_OVERHEAD
+    if block_tokens > room:
         memory.notes.append("memories not injected: no room left in the input budget")
         return
     memory.context_block = block
-    memory.context_tokens = tokens
+    memory.context_tokens = block_tokens
     memory.injected = selection.memories
     memory.injected_report = selection.report()

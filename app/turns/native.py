@@ -12,17 +12,16 @@ from dataclasses import replace
 from app.llm.client import Completion, StreamHandle
 from app.llm.native_responses import native_chain, native_complete, native_stream
 from app.llm.responses_items import has_native_blocks, input_items, without_native_blocks
-from app.state import AppState
 from app.turns.context import TurnContext
 from app.turns.prepared import Prepared
-from app.turns.remember import llm_call_with_remember, llm_stream_with_remember
+from app.turns.remember import UpstreamServices, llm_call_with_remember, llm_stream_with_remember
 
 __all__ = ["call_upstream", "open_upstream_stream"]
 
 
-def _goes_native(state: AppState, context: TurnContext, prepared: Prepared) -> bool:
+def _goes_native(services: UpstreamServices, context: TurnContext, prepared: Prepared) -> bool:
     return context.native is not None and native_chain(
-        state.llm, prepared.request.model, state.settings
+        services.llm, prepared.request.model, services.settings
     )
 
 
@@ -32,26 +31,28 @@ def _chat_form(prepared: Prepared) -> Prepared:
     return replace(prepared, messages=without_native_blocks(prepared.messages))
 
 
-async def call_upstream(state: AppState, context: TurnContext, prepared: Prepared) -> Completion:
+async def call_upstream(
+    services: UpstreamServices, context: TurnContext, prepared: Prepared
+) -> Completion:
     """The answer, not streamed; a native answer's output items go to ``context.native``."""
     native = context.native
-    if native is not None and _goes_native(state, context, prepared):
+    if native is not None and _goes_native(services, context, prepared):
         items = input_items(prepared.messages)
-        answer = await native_complete(state.llm, prepared.request.model, items, native)
+        answer = await native_complete(services.llm, prepared.request.model, items, native)
         if answer is not None:
             native.output = answer.output
             return answer.completion
-    return await llm_call_with_remember(state, _chat_form(prepared))  # = state.llm.complete
+    return await llm_call_with_remember(services, _chat_form(prepared))  # = llm.complete
 
 
 async def open_upstream_stream(
-    state: AppState, context: TurnContext, prepared: Prepared
+    services: UpstreamServices, context: TurnContext, prepared: Prepared
 ) -> StreamHandle:
     """The opened stream; a native one's chunks carry their typed events."""
     native = context.native
-    if native is not None and _goes_native(state, context, prepared):
+    if native is not None and _goes_native(services, context, prepared):
         items = input_items(prepared.messages)
-        handle = await native_stream(state.llm, prepared.request.model, items, native)
+        handle = await native_stream(services.llm, prepared.request.model, items, native)
         if handle is not None:
             return handle
-    return await llm_stream_with_remember(state, _chat_form(prepared))  # = state.llm.stream
+    return await llm_stream_with_remember(services, _chat_form(prepared))  # = llm.stream

@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
-from app.llm.client import Completion, StreamHandle
+from app.core.settings import Settings
+from app.llm.client import Completion, LLMClient, StreamHandle
 from app.llm.pricing import add_usage
 from app.llm.responses import Usage
-from app.memories.index_refresh import refresh_soon
+from app.memories.index_refresh import IndexServices, refresh_soon
 from app.memories.schemas import MEMORY_TYPES, MemoryType
 from app.memories.service import NewMemory, memory_service
-from app.state import AppState
-from app.turns.memory_services import index_services
 from app.wire.chat import AssistantContent, ChatMessage, ChatTool, ChatUsage, ToolCall
 from app.wire.json import JSONObject
 from app.wire.stream import ChatChunk, ChunkChoice, Delta, ToolCallDelta
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REMEMBER_TOOL",
+    "UpstreamServices",
     "llm_call_with_remember",
     "llm_stream_with_remember",
     "remember_active",
@@ -68,15 +69,26 @@ REMEMBER_TOOL: ChatTool = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class UpstreamServices:
+    """What the turn's upstream call uses: the model client, the settings, and where a
+    ``remember`` call's memory goes (the users' memory indexes; their database is the one the
+    memory is written to). Built from the state by ``memory_services.upstream_services``."""
+
+    llm: LLMClient
+    settings: Settings
+    memories: IndexServices
+
+
 class _RememberArgs(BaseModel):
     content: str = Field(min_length=1, max_length=2000)
     memory_type: MemoryType = "fact"
     importance: int = Field(5, ge=1, le=10)
 
 
-def remember_active(state: AppState, prepared: Prepared) -> bool:
+def remember_active(settings: Settings, prepared: Prepared) -> bool:
     request = prepared.request
-    mode = request.context.memory_extraction or state.settings.memory_extraction_mode
+    mode = request.context.memory_extraction or settings.memory_extraction_mode
     if mode != "llm_triggered" or not request.user or not request.context.memory:
         return False
     if not request.context.enabled:
@@ -97,13 +109,16 @@ def _is_mine(call: ToolCall | ToolCallDelta) -> bool:
     return (call.get("function") or {}).get("name") == TOOL_NAME
 
 
-async def _store(state: AppState, prepared: Prepared, calls: list[ToolCall]) -> list[str]:
+async def _store(
+    services: UpstreamServices, prepared: Prepared, calls: list[ToolCall]
+) -> list[str]:
     """Store what the calls ask to remember; one tool-result text per call."""
     request = prepared.request
     assert request.user is not None
     results: list[str] = []
     stored: list[str] = []
-    async with state.database.writing() as session:
+    memories = services.memories
+    async with memories.database.writing() as session:
         for call in calls:
             raw = (call.get("function") or {}).get("arguments") or "{}"
             try:
@@ -123,12 +138,12 @@ async def _store(state: AppState, prepared: Prepared, calls: list[ToolCall]) -> 
                     source="llm_triggered",
                     conversation_id=prepared.conversation_id,
                 ),
-                dedupe_threshold=state.settings.memory_dedupe_similarity,
+                dedupe_threshold=services.settings.memory_dedupe_similarity,
             )
             stored.append(memory.id)
             results.append(f"Remembered ({memory.id}).")
     if stored:
-        refresh_soon(index_services(state), prepared.caller.tenant_id, request.user)
+        refresh_soon(memories, prepared.caller.tenant_id, request.user)
     prepared.utilization.memories_remembered.extend(stored)
     return results
 
@@ -155,17 +170,17 @@ def _text(message: ChatMessage) -> str:
 
 
 # ---- non-streaming ------------------------------------------------------------------------
-async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Completion:
+async def llm_call_with_remember(services: UpstreamServices, prepared: Prepared) -> Completion:
     """The upstream completion for this turn, with the remember loop when it is active."""
-    request = prepared.request
-    if not remember_active(state, prepared):
-        return await state.llm.complete(
+    request, llm = prepared.request, services.llm
+    if not remember_active(services.settings, prepared):
+        return await llm.complete(
             request.model,
             prepared.messages,
             request.forwarded_params(),
             headers=prepared.upstream_headers,
         )
-    rounds = state.settings.remember_max_rounds
+    rounds = services.settings.remember_max_rounds
     messages = list(prepared.messages)
     usage: dict[str, object] = {}  # the rounds' chat usage, summed key by key
     prompt_cost = completion_cost = cache_read_cost = cache_write_cost = 0.0
@@ -173,7 +188,7 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
     completion: Completion | None = None
     params = _params(prepared, with_tool=True)
     for round_ in range(rounds + 1):
-        completion = await state.llm.complete(
+        completion = await llm.complete(
             request.model, messages, params, headers=prepared.upstream_headers
         )
         add_usage(usage, completion.response.get("usage"))  # the cache's counts summed too
@@ -189,7 +204,7 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
         mine = [c for c in calls if _is_mine(c)]
         if not mine:
             break
-        results = await _store(state, prepared, mine)
+        results = await _store(services, prepared, mine)
         others = [c for c in calls if not _is_mine(c)]
         if others:  # the client's own tools are called too: it gets those, and only those
             message["tool_calls"] = others
@@ -222,21 +237,21 @@ async def llm_call_with_remember(state: AppState, prepared: Prepared) -> Complet
 
 
 # ---- streaming ----------------------------------------------------------------------------
-async def llm_stream_with_remember(state: AppState, prepared: Prepared) -> StreamHandle:
+async def llm_stream_with_remember(services: UpstreamServices, prepared: Prepared) -> StreamHandle:
     """The upstream stream for this turn, with the remember loop when it is active."""
-    request = prepared.request
-    if not remember_active(state, prepared):
+    request, llm = prepared.request, services.llm
+    if not remember_active(services.settings, prepared):
         params = request.forwarded_params()
-        return await state.llm.stream(
+        return await llm.stream(
             request.model, prepared.messages, params, headers=prepared.upstream_headers
         )
-    first = await state.llm.stream(
+    first = await llm.stream(
         request.model,
         prepared.messages,
         _params(prepared, with_tool=True),
         headers=prepared.upstream_headers,
     )
-    return RememberStream(state, prepared, first)
+    return RememberStream(services, prepared, first)
 
 
 class _Round:
@@ -282,9 +297,9 @@ class _Round:
 class RememberStream(StreamHandle):
     """Chunks of every round as one stream; remember calls and per-round usage held back."""
 
-    def __init__(self, state: AppState, prepared: Prepared, first: StreamHandle) -> None:
+    def __init__(self, services: UpstreamServices, prepared: Prepared, first: StreamHandle) -> None:
         super().__init__(None, None, first.deployment)
-        self.state = state
+        self.services = services
         self.prepared = prepared
         self.current = first
         self.messages = list(prepared.messages)
@@ -292,7 +307,7 @@ class RememberStream(StreamHandle):
         self.usage_chunk: ChatChunk | None = None
 
     async def chunks(self) -> AsyncIterator[ChatChunk]:
-        rounds = self.state.settings.remember_max_rounds
+        rounds = self.services.settings.remember_max_rounds
         request = self.prepared.request
         for round_ in range(rounds + 1):
             held: list[ChatChunk] = []  # finish chunks, until we know whether to go on
@@ -306,14 +321,14 @@ class RememberStream(StreamHandle):
                 else:
                     yield out
             mine = this.mine()
-            results = await _store(self.state, self.prepared, mine) if mine else []
+            results = await _store(self.services, self.prepared, mine) if mine else []
             if not mine or this.theirs or round_ == rounds:
                 for out in held:
                     yield out
                 break
             self.messages += _continuation("".join(this.content) or None, mine, results)
             params = _params(self.prepared, with_tool=True)  # its calls stay hidden to the end
-            self.current = await self.state.llm.stream(
+            self.current = await self.services.llm.stream(
                 request.model, self.messages, params, headers=self.prepared.upstream_headers
             )
         if self.usage_chunk is not None:

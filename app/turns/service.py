@@ -12,6 +12,7 @@ from app.core.errors import ContextGateError
 from app.llm.responses import Usage
 from app.state import AppState
 from app.turns.context import TurnContext
+from app.turns.memory_services import upstream_services
 from app.turns.native import call_upstream
 from app.turns.pipeline import Outcome, answer_message, costs, prepare, record
 from app.turns.prepared import Prepared
@@ -93,7 +94,7 @@ async def run_turn(state: AppState, context: TurnContext) -> TurnResult:
     request = prepared.request
     try:
         # OpenAI's Responses API for the Responses door on OpenAI models, else the chat form.
-        completion = await call_upstream(state, context, prepared)
+        completion = await call_upstream(upstream_services(state), context, prepared)
     except ContextGateError as error:
         await record_failure(state, prepared, error)
         raise

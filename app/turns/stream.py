@@ -21,6 +21,7 @@ from app.llm.responses import usage_of
 from app.state import AppState
 from app.turns.accumulate import StreamAccumulator
 from app.turns.context import TurnContext
+from app.turns.memory_services import upstream_services
 from app.turns.native import open_upstream_stream
 from app.turns.pipeline import Outcome, answer_message, prepare, record
 from app.turns.prepared import Prepared
@@ -164,7 +165,7 @@ async def open_turn_stream(
     prepared = await prepare(state, context)
     try:
         # OpenAI's Responses API for the Responses door on OpenAI models, else the chat form.
-        handle = await open_upstream_stream(state, context, prepared)
+        handle = await open_upstream_stream(upstream_services(state), context, prepared)
     except ContextGateError as error:
         await record_failure(state, prepared, error)
         raise

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from fastapi import Request
 
 from app.core.deps import Storage
+from app.core.settings import Settings
 from app.core.timestamps import as_utc
 from app.db.models import UiSession
 from app.ui.repository import ui_session_repository as repository
@@ -26,8 +27,8 @@ __all__ = ["COOKIE", "close_session", "is_authorized", "key_matches", "open_sess
 COOKIE = "contextgate_ui"
 
 
-def _fingerprint(state: Storage) -> str:
-    master = state.settings.master_key
+def _fingerprint(settings: Settings) -> str:
+    master = settings.master_key
     assert master is not None
     return hmac.new(
         master.get_secret_value().encode(), b"contextgate-ui-session", hashlib.sha256
@@ -38,8 +39,8 @@ def _session_id(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def key_matches(state: Storage, presented: str | None) -> bool:
-    master = state.settings.master_key
+def key_matches(settings: Settings, presented: str | None) -> bool:
+    master = settings.master_key
     if master is None:
         return True
     if not presented:
@@ -57,7 +58,7 @@ async def open_session(state: Storage) -> str:
             session,
             UiSession(
                 id=_session_id(token),
-                master_fingerprint=_fingerprint(state),
+                master_fingerprint=_fingerprint(state.settings),
                 created_at=now,
                 expires_at=now + timedelta(seconds=state.settings.ui_session_ttl_s),
             ),
@@ -77,7 +78,7 @@ async def _session_valid(state: Storage, token: str) -> bool:
     return (
         row is not None
         and as_utc(row.expires_at) > datetime.now(UTC)
-        and hmac.compare_digest(row.master_fingerprint, _fingerprint(state))
+        and hmac.compare_digest(row.master_fingerprint, _fingerprint(state.settings))
     )
 
 
@@ -87,6 +88,6 @@ async def is_authorized(request: Request, state: Storage) -> bool | None:
         return True
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
-        return True if key_matches(state, header[7:].strip()) else None
+        return True if key_matches(state.settings, header[7:].strip()) else None
     token = request.cookies.get(COOKIE)
     return token is not None and await _session_valid(state, token)

@@ -11,10 +11,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from app.core.deps import Storage
 from app.core.errors import NotFound, RateLimited
+from app.core.settings import Settings
 from app.inspect.service import InspectService
 from app.inspect.views import PARTS
 from app.keys.auth import client_address
+from app.keys.throttle import AuthThrottle
 from app.state import AppState, StateDep
 from app.ui.auth import COOKIE, close_session, is_authorized, key_matches, open_session
 
@@ -53,7 +56,8 @@ async def _guard(request: Request, state: AppState) -> Response | None:
     presented = request.query_params.get("key")
     master = state.settings.master_key
     if presented is not None and master is not None:
-        if (refused := await _check_key(request, state, presented)) is not None:
+        refused = await _check_key(request, state.settings, state.auth_throttle, presented)
+        if refused is not None:
             return refused
         query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "key"])
         target = request.url.path + (f"?{query}" if query else "")
@@ -76,16 +80,18 @@ async def _guard(request: Request, state: AppState) -> Response | None:
     return _page(request, "login.html", 401, error=None, next=request.url.path)
 
 
-async def _check_key(request: Request, state: AppState, presented: str) -> Response | None:
+async def _check_key(
+    request: Request, settings: Settings, throttle: AuthThrottle, presented: str
+) -> Response | None:
     """None when ``presented`` is the master key; else the login page (401, or 429 when the
     address has failed too often)."""
     address = client_address(request)
     target = _safe_next(request.url.path)
     try:
-        state.auth_throttle.check(address)
-        if key_matches(state, presented):
+        throttle.check(address)
+        if key_matches(settings, presented):
             return None
-        await state.auth_throttle.failed(address)
+        await throttle.failed(address)
     except RateLimited as exc:
         return _throttled(request, exc, target)
     return _page(request, "login.html", 401, error="Wrong key.", next=target)
@@ -97,11 +103,11 @@ def _throttled(request: Request, exc: RateLimited, target: str) -> Response:
     return response
 
 
-async def _set_cookie(response: Response, state: AppState) -> None:
+async def _set_cookie(response: Response, storage: Storage) -> None:
     response.set_cookie(
         COOKIE,
-        await open_session(state),
-        max_age=state.settings.ui_session_ttl_s,
+        await open_session(storage),
+        max_age=storage.settings.ui_session_ttl_s,
         httponly=True,
         samesite="strict",
         path="/ui",
@@ -175,7 +181,8 @@ async def login(
 ) -> Response:
     if state.settings.master_key is None:
         return RedirectResponse(_safe_next(next), status_code=303)
-    if (refused := await _check_key(request, state, key)) is not None:
+    refused = await _check_key(request, state.settings, state.auth_throttle, key)
+    if refused is not None:
         return refused
     response = RedirectResponse(_safe_next(next), status_code=303)
     await _set_cookie(response, state)
