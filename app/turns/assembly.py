@@ -118,7 +118,7 @@ async def load_assembly(
     window = await load_history_window(session, resolved, new, spec)
     if read.own_system is not None:
         window.system.insert(0, read.own_system)
-    memory.frozen_tokens = frozen_prefix_tokens(state, window.current, model)
+    memory.frozen_tokens = frozen_prefix_tokens(state.tokens, window.current, model)
     budget = budget.with_memory(budget.memory + memory.frozen_tokens)
     clearing = None
     if marks is not None:
@@ -174,7 +174,9 @@ async def build_assembly(
                 region_first=window.region_first,
                 current_first=window.current_first,
                 count=lambda message: state.tokens.count_message(message, model),
-                blocks=frozen_blocks(state, window.history, window.current, model),
+                blocks=frozen_blocks(
+                    state.settings, state.tokens, window.history, window.current, model
+                ),
                 compacted_sequence=memory.boundary_sequence,
                 force=force_rebase,
             ),

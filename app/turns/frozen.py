@@ -13,7 +13,7 @@ a block's tokens are counted where it is sent.
 from __future__ import annotations
 
 from app.conversations.messages import ConversationMessage
-from app.state import AppState
+from app.core.settings import Settings
 from app.tokens.counter import TokenCounter
 
 __all__ = ["freeze_user_prefix", "frozen_blocks", "frozen_prefix_tokens"]
@@ -34,18 +34,21 @@ def freeze_user_prefix(new: list[ConversationMessage], prefix: str) -> None:
             return
 
 
-def frozen_prefix_tokens(state: AppState, current: list[ConversationMessage], model: str) -> int:
+def frozen_prefix_tokens(
+    tokens: TokenCounter, current: list[ConversationMessage], model: str
+) -> int:
     """Tokens of the block frozen with the current turn's user message, sent again by a later
     call of its loop. (On the first call the message is new and has no block yet: that block is
     made, and counted, by memory and recall.)"""
     users = [m for m in current if m.role == "user"]
     if not users or not users[-1].context_prefix:
         return 0
-    return _block_tokens(state.tokens, users[-1].context_prefix, model)
+    return _block_tokens(tokens, users[-1].context_prefix, model)
 
 
 def frozen_blocks(
-    state: AppState,
+    settings: Settings,
+    tokens: TokenCounter,
     history: list[ConversationMessage],
     current: list[ConversationMessage],
     model: str,
@@ -55,7 +58,7 @@ def frozen_blocks(
     size of its block keeps it (dropping it would cost a cache write of the whole turn, an
     agent's long tool loop); a shorter one, a chat's question and answer, is rewritten once
     without it when the next user message comes, instead of carrying it in every prompt."""
-    ratio, tokens = state.settings.cache_block_keep_turn_ratio, state.tokens
+    ratio = settings.cache_block_keep_turn_ratio
     old = [m for m in history if m.role == "user"]
     users = [*old, *(m for m in current if m.role == "user")]
     kept: dict[int, int] = {}

@@ -21,9 +21,11 @@ from app.context.history import measure_turn
 from app.conversations.fingerprint import content_hash
 from app.conversations.messages import ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
+from app.core.settings import Settings
 from app.protocol.chat import ChatCompletionRequest
 from app.state import AppState
 from app.tokens.calibration import Calibration
+from app.tokens.counter import TokenCounter
 from app.turns.assembly import Loaded, load_assembly
 from app.turns.context import TurnContext
 from app.turns.ledger_repository import ledger_of, load_ledger
@@ -89,8 +91,7 @@ def tool_definitions(request: ChatCompletionRequest) -> list[Mapping[str, object
     return tools
 
 
-def _budget_policy(state: AppState) -> BudgetPolicy:
-    settings = state.settings
+def _budget_policy(settings: Settings) -> BudgetPolicy:
     return BudgetPolicy(
         default_context_window=settings.default_context_window,
         output_reserve_tokens=settings.output_reserve_tokens,
@@ -111,7 +112,7 @@ async def measure_request(state: AppState, context: TurnContext) -> RequestFacts
         explicit=request.context.max_input_tokens,
         context_window=state.llm.model_info(model).max_input_tokens,
         output_tokens_requested=request.output_tokens_requested,
-        policy=_budget_policy(state),
+        policy=_budget_policy(state.settings),
     )
     budget = TokenBudget(
         calibration.own_budget(provider_budget),
@@ -146,7 +147,7 @@ async def read_turn(state: AppState, context: TurnContext, facts: RequestFacts) 
             request.conversation_id,
             at=context.continue_at,
         )
-        new = await _new_messages(state, facts, resolved, request.model)
+        new = await _new_messages(state.tokens, facts, resolved, request.model)
         shape = measure_turn(resolved, new)  # numbers the new messages
         read = TurnRead(resolved, new, shape, facts.own_system, facts.budget, policy).measured()
         budget = read.budget  # the measured one; the assembly returns its own (Loaded.budget)
@@ -179,16 +180,16 @@ async def read_turn(state: AppState, context: TurnContext, facts: RequestFacts) 
 
 
 async def _new_messages(
-    state: AppState, facts: RequestFacts, resolved: ResolvedConversation, model: str
+    tokens: TokenCounter, facts: RequestFacts, resolved: ResolvedConversation, model: str
 ) -> list[ConversationMessage]:
     """The messages the store does not hold yet, each counted once (large texts in the token
     pool: the loop serves other requests meanwhile)."""
     start = resolved.new_start
-    await state.tokens.precount_messages(facts.incoming[start:], model)
+    await tokens.precount_messages(facts.incoming[start:], model)
     return [
         ConversationMessage(
             **message,
-            token_count=state.tokens.count_message(message, model),
+            token_count=tokens.count_message(message, model),
             content_hash=message_hash,
         )
         for message, message_hash in zip(facts.incoming[start:], facts.hashes[start:], strict=True)
