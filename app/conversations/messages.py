@@ -125,6 +125,18 @@ def turn_start_index(messages: list[ConversationMessage]) -> int:
     return 0
 
 
+# What a stored message keeps of a chat message (the keys every door's turn stores and resends),
+# in the order a message rebuilt from them has its keys.
+STORED_KEYS = (
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+    "thinking_blocks",
+)
+
 # The columns a history read selects, in this order (``from_history_row`` unpacks them).
 HISTORY_COLUMNS = (
     "role",

@@ -18,7 +18,7 @@ from app.compaction.llm_json import Summarizer
 from app.compaction.repository import summary_repository
 from app.context.budget import BudgetPolicy, input_budget
 from app.conversations.fingerprint import content_hash
-from app.conversations.messages import ConversationMessage
+from app.conversations.messages import STORED_KEYS, ConversationMessage
 from app.conversations.service import conversation_service
 from app.conversations.stamp import Stamp
 from app.core.database import Database
@@ -35,16 +35,6 @@ from app.wire.json import JSONObject
 from app.wire.responses import ResponsesUsage
 
 __all__ = ["Compacted", "compact_conversation", "compact_turn", "log_compaction"]
-
-_STORED_KEYS = {
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "reasoning_content",
-    "thinking_blocks",
-}
 
 
 @dataclass(slots=True)
@@ -101,7 +91,7 @@ async def _store_history(
     own_system: bool,
 ) -> str:
     """Store what of the history is not stored yet; the conversation's id."""
-    incoming = [m.model_dump(include=_STORED_KEYS, exclude_none=True) for m in turn.messages]
+    incoming = [m.model_dump(include=set(STORED_KEYS), exclude_none=True) for m in turn.messages]
     if own_system and incoming and incoming[0]["role"] == "system":
         incoming.pop(0)  # instructions: this request's only, never stored
     if not incoming:

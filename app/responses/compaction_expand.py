@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.compaction.repository import summary_repository
 from app.conversations.fingerprint import content_hash
+from app.conversations.messages import STORED_KEYS
 from app.conversations.repository import conversation_repository
 from app.core.deps import Storage
 from app.core.errors import BadRequest
@@ -19,16 +20,6 @@ from app.responses.schemas import ResponsesRequest
 from app.wire.chat import ChatMessage
 
 __all__ = ["Expansion", "expand_compaction"]
-
-_RESENT = (
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "reasoning_content",
-    "thinking_blocks",
-)
 
 
 @dataclass(slots=True)
@@ -97,6 +88,6 @@ async def _last_message(
     if not rows:
         return None
     row = rows[-1]
-    message = {key: getattr(row, key) for key in _RESENT}
+    message = {key: getattr(row, key) for key in STORED_KEYS}
     message = {key: value for key, value in message.items() if value is not None}
     return cast(ChatMessage, message) if content_hash(message) == row.content_hash else None

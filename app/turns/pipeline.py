@@ -33,7 +33,7 @@ from app.context.metadata import (
     TokenCalibrationStats,
 )
 from app.context.seal import LOOP_CUT_NOTE
-from app.conversations.messages import ConversationMessage
+from app.conversations.messages import STORED_KEYS, ConversationMessage
 from app.conversations.service import conversation_service
 from app.conversations.stamp import Stamp
 from app.db.models import new_id
@@ -49,7 +49,6 @@ from app.turns.marks import ClientMarks, place_marks
 from app.turns.observe import observe_chat
 from app.turns.owner import PromptRecord
 from app.turns.planning import (
-    STORED_KEYS,
     RequestFacts,
     TurnPlan,
     measure_request,

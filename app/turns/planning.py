@@ -19,7 +19,7 @@ from app.context.budget import BudgetPolicy, TokenBudget, count_tools, input_bud
 from app.context.cache_policy import CachePolicy, cache_policy
 from app.context.history import measure_turn
 from app.conversations.fingerprint import content_hash
-from app.conversations.messages import ConversationMessage
+from app.conversations.messages import STORED_KEYS, ConversationMessage
 from app.conversations.service import ResolvedConversation, conversation_service
 from app.core.settings import Settings
 from app.protocol.chat import ChatCompletionRequest
@@ -35,23 +35,12 @@ from app.turns.reading import TurnRead, attachments_key, continuation, own_syste
 from app.wire.chat import ChatMessage
 
 __all__ = [
-    "STORED_KEYS",
     "RequestFacts",
     "TurnPlan",
     "measure_request",
     "read_turn",
     "tool_definitions",
 ]
-
-STORED_KEYS = (
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "reasoning_content",
-    "thinking_blocks",
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversations.fingerprint import content_hash
 from app.conversations.items_repository import items_repository
-from app.conversations.messages import ConversationMessage
+from app.conversations.messages import STORED_KEYS, ConversationMessage
 from app.conversations.repository import conversation_repository
 from app.conversations.service import conversation_service
 from app.conversations.stamp import Stamp
@@ -30,17 +30,6 @@ from app.responses.translate import chat_messages
 from app.tokens.counter import TokenCounter
 
 __all__ = ["ItemsService", "items_service"]
-
-# What a stored message keeps of a chat message (as the turn pipeline stores it).
-_STORED_KEYS = {
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "reasoning_content",
-    "thinking_blocks",
-}
 
 
 class ItemsService:
@@ -184,7 +173,9 @@ class ItemsService:
         except ValidationError as error:
             first = error.errors()[0]
             raise BadRequest(f"Invalid items: {first.get('msg')}", param=where) from None
-        dumped = [m.model_dump(include=_STORED_KEYS, exclude_none=True) for m in request.messages]
+        dumped = [
+            m.model_dump(include=set(STORED_KEYS), exclude_none=True) for m in request.messages
+        ]
         return [
             ConversationMessage(
                 **message,
