@@ -25,7 +25,8 @@ PARSED_JSON: Final = "contextgate.parsed_json"
 class ParsedJSONRequest(Request):
     async def json(self) -> object:
         if PARSED_JSON in self.scope and not hasattr(self, "_json"):
-            self._json = self.scope[PARSED_JSON]
+            # taken out of the scope, which lives as long as a streamed answer does
+            self._json = self.scope.pop(PARSED_JSON)
         return await super().json()
 
 
