@@ -60,7 +60,6 @@ async def test_two_workers_serve_requests(start_proxy: Callable[..., Contextgate
     server = start_proxy(workers=2)
     workers = _workers(server)
     assert len(workers) == 2, workers
-    before = {pid: _cpu_ticks(pid) for pid in workers}
 
     async def one(index: int) -> str:
         # A connection per request, so that the kernel hands them to both workers' accept().
@@ -76,9 +75,18 @@ async def test_two_workers_serve_requests(start_proxy: Callable[..., Contextgate
         assert response.status_code == 200, response.text
         return str(response.json()["choices"][0]["message"]["content"])
 
-    answers = await asyncio.gather(*(one(i) for i in range(REQUESTS)))
-    assert answers == [f"Echo: n{i}" for i in range(REQUESTS)]
-    busy = [pid for pid in workers if _cpu_ticks(pid) - before[pid] >= 5]  # >= 50 ms of CPU
-    assert busy == workers, {pid: _cpu_ticks(pid) - before[pid] for pid in workers}
+    # Now and then one worker accepts a whole burst (more often on a loaded machine): up to six
+    # bursts, every answer right, until one is served by both.
+    for attempt in range(6):
+        before = {pid: _cpu_ticks(pid) for pid in workers}
+        first = attempt * REQUESTS
+        answers = await asyncio.gather(*(one(first + i) for i in range(REQUESTS)))
+        assert answers == [f"Echo: n{first + i}" for i in range(REQUESTS)]
+        ticks = {pid: _cpu_ticks(pid) - before[pid] for pid in workers}
+        busy = [pid for pid in workers if ticks[pid] >= 5]  # >= 50 ms of CPU
+        if busy == workers:
+            break
+        await asyncio.sleep(0.5)
+    assert busy == workers, ticks
     async with httpx.AsyncClient(base_url=server.url, trust_env=False) as client:
         assert (await client.get("/ready")).status_code == 200
