@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import gc
+import sys
 
 # Start-up builds ~1M objects that live as long as the process (modules, mappers, schemas);
 # the collector walking them again and again while they are imported cost ~0.1 s of every
-# start. It is off until ``main`` runs a command, and while ``serve`` starts the app, which
-# freezes what start-up built and turns it back on (app/main.py).
-gc.disable()
+# start. ``contextgate serve`` keeps it off until the app has started, frozen what start-up
+# built and turned it back on (app/main.py). Only then: importing this module does not.
+if sys.argv[1:2] == ["serve"]:
+    gc.disable()
 
 import logging
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -202,8 +203,6 @@ def _prepare_multiprocess_metrics(workers: int) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:2] != ["serve"]:
-        gc.enable()
     app()
 
 
