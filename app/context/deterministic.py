@@ -10,7 +10,7 @@ from __future__ import annotations
 from app.context.artifacts import Artifact, ArtifactDecision, ArtifactPlan, ProcessingStrategy
 from app.context.ranking import bm25_scores
 
-__all__ = ["deterministic_decision", "deterministic_plan", "relevance_order"]
+__all__ = ["deterministic_decision", "deterministic_plan", "everything_fits", "relevance_order"]
 
 SMALL_SHARE = 0.25  # an artifact is "small" when it takes at most this share of the room
 
@@ -46,8 +46,12 @@ def deterministic_decision(
     )
 
 
+def everything_fits(artifacts: list[Artifact], room: int) -> bool:
+    return sum(a.tokens for a in artifacts) <= room
+
+
 def deterministic_plan(question: str, artifacts: list[Artifact], room: int) -> ArtifactPlan:
-    fits = sum(a.tokens for a in artifacts) <= room
+    fits = everything_fits(artifacts, room)
     if fits:  # every one included in full, whatever its relevance: nothing to rank
         return ArtifactPlan(
             artifacts=[

@@ -2,16 +2,14 @@
 
 ``apply_context_engine`` rewrites the history window in place (processed tool results, one
 context block before the newest user message) and returns what it did, with the budget of the
-rewritten turn; ``annotate`` writes that into the request's ContextUtilization once the window
-has been assembled.
+rewritten turn (``EngineResult``, app/context/engine_result.py, whose ``annotate`` writes that
+into the request's ContextUtilization once the window has been assembled).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
 
 from app.context.artifacts import (
     Artifact,
@@ -23,14 +21,12 @@ from app.context.artifacts import (
 )
 from app.context.budget import TokenBudget
 from app.context.decision import PlanningThresholds, should_use_llm_planning
-from app.context.deterministic import deterministic_plan
-from app.context.executor import ExecutionLimits, ExecutionResult, Processors, execute_plan
+from app.context.deterministic import deterministic_plan, everything_fits
+from app.context.engine_result import EngineResult, decision_view
+from app.context.executor import ExecutionLimits, Processors, execute_plan
 from app.context.inputs import EngineServices, EngineWindow
 from app.context.metadata import (
-    ArtifactOutcome,
     ContextPlanningUsage,
-    ContextUtilization,
-    PlannerDecision,
 )
 from app.context.model_config import ModelConfig
 from app.context.placement import place_block, replace_tool_messages
@@ -47,12 +43,8 @@ from app.core.errors import ContextGateError
 from app.llm.client import RetryPolicy
 from app.llm.reach import helper_models
 from app.protocol.chat import ChatCompletionRequest
-from app.protocol.goal import ContextGoal
 from app.summary_cache.summary import CachedSummary, summary_key
 from app.tokens.counter import text_of
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["EngineResult", "apply_context_engine", "model_config_for"]
 
@@ -66,78 +58,6 @@ _SUMMARY_SYSTEM = (
     "Answer with the summary only."
 )
 _SUMMARY_INPUT_CHARS = 200_000
-
-
-@dataclass(slots=True)
-class EngineResult:
-    """What the engine did. ``budget``: the one it was given, with ``current`` of the turn as
-    rewritten (the same budget when there was nothing to process)."""
-
-    budget: TokenBudget
-    artifacts: list[Artifact] = field(default_factory=list)
-    execution: ExecutionResult | None = None
-    strategy: str = "simple"
-    llm_planning_used: bool = False
-    planner_cost: float = 0.0
-    usage: ContextPlanningUsage = field(default_factory=ContextPlanningUsage)
-    goal: ContextGoal | None = None
-    artifact_tokens: int = 0  # block + processed tool messages of the current turn
-    notes: list[str] = field(default_factory=list)
-    decision: PlannerDecision | None = None
-
-    def annotate(self, utilization: ContextUtilization) -> None:
-        utilization.goal = self.goal
-        if not self.artifacts or self.execution is None:
-            utilization.notes.extend(self.notes)
-            return
-        execution = self.execution
-        utilization.strategy = self.strategy
-        utilization.llm_planning_used = self.llm_planning_used
-        utilization.artifacts_processed = [
-            ArtifactOutcome(
-                artifact_id=o.artifact.id,
-                source=o.artifact.source,
-                artifact_type=o.artifact.artifact_type.value,
-                strategy=o.strategy.value,
-                original_size_chars=o.artifact.size_chars,
-                processed_size_chars=len(o.text),
-                cache_hit=o.cache_hit,
-                title=o.artifact.title,
-            )
-            for o in execution.outcomes
-        ]
-        if self.decision is not None:
-            self.decision.cost = self.planner_cost
-            utilization.planner_decision = self.decision
-        cost = utilization.planning_cost
-        cost.planner_cost += self.planner_cost
-        cost.summarizer_cost += execution.summarizer_cost
-        cost.total_cost = cost.planner_cost + cost.summarizer_cost
-        utilization.planning_usage.merge(self.usage)
-        utilization.cache_stats.hits += execution.cache_hits
-        utilization.cache_stats.misses += execution.cache_misses
-        moved = min(self.artifact_tokens, utilization.breakdown.current)
-        utilization.breakdown.artifacts += moved
-        utilization.breakdown.current -= moved
-        utilization.notes.extend(n for n in [*self.notes, *execution.notes] if n)
-
-
-def _decision_view(
-    planner: Literal["llm", "deterministic"],
-    reason: str,
-    plan: ArtifactPlan,
-    model: str | None = None,
-) -> PlannerDecision:
-    return PlannerDecision(
-        planner=planner,
-        reason=reason,
-        model=model,
-        reasoning=plan.reasoning[:2000],
-        decisions=[
-            d.model_dump(mode="json", exclude_defaults=True) | {"artifact_id": d.artifact_id}
-            for d in plan.artifacts
-        ],
-    )
 
 
 def model_config_for(state: EngineServices, request: ChatCompletionRequest) -> ModelConfig:
@@ -212,7 +132,7 @@ class _Engine:
         self, artifacts: list[Artifact], question: str, room: int, result: EngineResult
     ) -> ArtifactPlan:
         query = self.ranking_query(question)
-        if sum(a.tokens for a in artifacts) <= room:  # nothing to rank: no thread hop
+        if everything_fits(artifacts, room):  # nothing to rank: no thread hop
             fallback = deterministic_plan(query, artifacts, room)
         else:  # BM25 over the artifacts, off the loop
             fallback = await asyncio.to_thread(deterministic_plan, query, artifacts, room)
@@ -228,7 +148,7 @@ class _Engine:
             ),
         )
         result.strategy = "deterministic"
-        result.decision = _decision_view("deterministic", decision.reason, fallback)
+        result.decision = decision_view("deterministic", decision.reason, fallback)
         if not decision.use_llm:
             return fallback
         try:
@@ -242,7 +162,7 @@ class _Engine:
             return fallback
         result.strategy = "llm_planning"
         result.llm_planning_used = True
-        result.decision = _decision_view("llm", decision.reason, plan, self.models.planner)
+        result.decision = decision_view("llm", decision.reason, plan, self.models.planner)
         result.notes.extend(notes)
         return plan
 

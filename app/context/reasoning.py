@@ -9,7 +9,6 @@ their ``reasoning_content``. Older turns' reasoning stays stored and shown, not 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import cast
 
 from app.context.metadata import ContextUtilization
 from app.context.seal import LOOP_CUT_NOTE, Anchor
@@ -49,7 +48,7 @@ def render_messages(
         resend = start is not None and index > start and carries[index]
         with_prefix = index == start or message.sequence_number in kept_blocks
         # ``to_openai`` builds the chat form (app/conversations/messages.py).
-        out = cast(ChatMessage, message.to_openai(with_reasoning=resend, with_prefix=with_prefix))
+        out = message.to_openai(with_reasoning=resend, with_prefix=with_prefix)
         if anchors is not None and message.prompt_hash and message.role == "assistant":
             anchors.append(Anchor(out, message, resend))
         rendered.append(out)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from pydantic import BaseModel, Field
 
@@ -11,7 +11,7 @@ from app.conversations.fields import StoredContent, StoredThinkingBlock, StoredT
 
 if TYPE_CHECKING:
     from app.db.models import Message
-    from app.wire.chat import AssistantContent, MessageContent
+    from app.wire.chat import AssistantContent, ChatMessage, MessageContent
 
 __all__ = [
     "ConversationMessage",
@@ -62,16 +62,14 @@ class ConversationMessage(BaseModel):
     def end_tokens(self) -> int:
         return self.start_tokens + self.token_count
 
-    def to_openai(
-        self, *, with_reasoning: bool = False, with_prefix: bool = True
-    ) -> dict[str, Any]:
+    def to_openai(self, *, with_reasoning: bool = False, with_prefix: bool = True) -> ChatMessage:
         """The message as sent upstream. Reasoning stays in the record unless asked for: the
         assistant messages of the current tool loop carry it back, as providers require. The
         per-turn context goes with the newest user message only (``with_prefix``)."""
         content = self.content
         if self.context_prefix and with_prefix:
             content = prefixed(content, self.context_prefix)
-        message: dict[str, Any] = {"role": self.role, "content": content}
+        message = cast("ChatMessage", {"role": self.role, "content": content})  # a stored role
         if with_reasoning:
             if self.thinking_blocks:
                 message["thinking_blocks"] = self.thinking_blocks
@@ -139,13 +137,7 @@ STORED_KEYS = (
 
 # The columns a history read selects, in this order (``from_history_row`` unpacks them).
 HISTORY_COLUMNS = (
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "reasoning_content",
-    "thinking_blocks",
+    *STORED_KEYS,
     "context_prefix",
     "sequence_number",
     "turn_number",

@@ -112,7 +112,7 @@ class ResponseService:
 def _resent(message: ConversationMessage, newest_user: bool) -> ChatMessage:
     """A stored message as the continuation resends it (per-turn context with the newest user
     message only, as the pipeline sends it)."""
-    data = message.to_openai(with_prefix=newest_user)
+    data: dict[str, object] = dict(message.to_openai(with_prefix=newest_user))
     for key in _REASONING:
         value = getattr(message, key, None)
         if value:

@@ -20,7 +20,8 @@ from app.context.assembler import AssembledContext, AssemblyInput, assemble
 from app.context.budget import TokenBudget
 from app.context.cache_fit import CacheInput
 from app.context.cache_policy import CachePolicy
-from app.context.engine import EngineResult, apply_context_engine
+from app.context.engine import apply_context_engine
+from app.context.engine_result import EngineResult
 from app.context.history import HistoryWindow, WindowSpec, load_history_window
 from app.context.inputs import EngineWindow
 from app.conversations.cache_state import CacheState

@@ -10,7 +10,6 @@ re-encoded or re-planned, so a 150k-token agent prompt costs what its newest ste
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -53,8 +52,7 @@ def _render(message: ConversationMessage) -> ChatMessage:
     carries = message.role == "assistant" and bool(
         message.thinking_blocks or message.reasoning_content
     )
-    # ``to_openai`` builds the chat form (app/conversations/messages.py).
-    return cast(ChatMessage, message.to_openai(with_reasoning=carries, with_prefix=False))
+    return message.to_openai(with_reasoning=carries, with_prefix=False)
 
 
 async def append_loop_step(
