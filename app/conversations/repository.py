@@ -271,15 +271,24 @@ _FIRST_SUMMARY = (
     .correlate(Conversation)
     .scalar_subquery()
 )
+# The ledger is stored in parts (app/db/models/prompt_ledger.py): the newest carries its figures.
+_part = aliased(PromptLedgerRow)
+_NEWEST_PART = (
+    select(func.max(_part.part))
+    .where(_part.conversation_id == Conversation.id)
+    .correlate(Conversation)
+    .scalar_subquery()
+)
 _WITH_SUMMARIES = (
     select(Conversation, ConversationSummaryRow, PromptLedgerRow)
     .outerjoin(ConversationSummaryRow, _ACTIVE_SUMMARY)
-    # The ledger (one per conversation, which carries the tenant) rides on the first row only:
-    # its encoded prompt is large, and a conversation may have several summaries.
+    # The ledger's newest part (it carries the tenant) rides on the first row only: a base
+    # part holds a whole prompt, and a conversation may have several summaries.
     .outerjoin(
         PromptLedgerRow,
         and_(
             PromptLedgerRow.conversation_id == Conversation.id,
+            PromptLedgerRow.part == _NEWEST_PART,
             or_(
                 ConversationSummaryRow.first_turn.is_(None),
                 ConversationSummaryRow.first_turn == _FIRST_SUMMARY,
@@ -298,7 +307,13 @@ _WITH_SUMMARIES = (
 # ``in_(list)`` coerced each one every call.
 _BY_HEADS = (
     select(Conversation, PromptLedgerRow)
-    .outerjoin(PromptLedgerRow, PromptLedgerRow.conversation_id == Conversation.id)
+    .outerjoin(
+        PromptLedgerRow,
+        and_(
+            PromptLedgerRow.conversation_id == Conversation.id,
+            PromptLedgerRow.part == _NEWEST_PART,
+        ),
+    )
     .where(
         Conversation.head_hash.in_(bindparam("heads", expanding=True)),
         conversation_repository.tenant_clause(bindparam("tenant_id")),

@@ -18,7 +18,7 @@ the pipeline (app/turns/pipeline.py) loads the ledger, asks, and stores the new 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypedDict
 
 import orjson
@@ -35,7 +35,10 @@ __all__ = [
     "PromptRecord",
     "Watermarks",
     "appended",
+    "NextPart",
     "decide",
+    "join_arrays",
+    "next_part",
 ]
 
 KEPT = "kept"
@@ -59,6 +62,11 @@ class Ledger:
     messages_excluded: int  # stored messages the prompt leaves out (cut or compacted)
     messages: tuple[ChatMessage, ...]
     artifacts: tuple[ArtifactOutcomeRecord, ...]  # of each artifact in the prompt
+    # As stored (app/db/models/prompt_ledger.py): the newest part, its epoch's base part, and
+    # the orjson arrays of the parts from the base on, which ``messages`` decodes.
+    part: int = 0
+    base_part: int = 0
+    encoded_parts: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +145,42 @@ def appended(ledger: Ledger, tail: Sequence[ChatMessage]) -> list[ChatMessage]:
     return [*ledger.messages, *tail]
 
 
+@dataclass(frozen=True, slots=True)
+class NextPart:
+    """How this call's prompt is stored (``PromptRecord``'s part fields)."""
+
+    part: int
+    base_part: int
+    previous_chain: str
+    prefix_parts: tuple[bytes, ...]
+    encoded_messages: bytes
+
+
+def next_part(ledger: Ledger | None, messages: Sequence[ChatMessage]) -> NextPart:
+    """One more part of the kept ledger when ``messages`` begin with its messages (a kept
+    prompt does: ``appended``), holding only what follows them; else a base part, whole.
+    Encoded now, before cache marks (they move) and before anything on the way upstream."""
+    if ledger is not None and ledger.encoded_parts:
+        kept = len(ledger.messages)
+        if len(messages) >= kept and list(messages[:kept]) == list(ledger.messages):
+            tail = orjson.dumps(list(messages[kept:]))
+            return NextPart(
+                ledger.part + 1, ledger.base_part, ledger.chain_hash, ledger.encoded_parts, tail
+            )
+    return NextPart(0, 0, "", (), orjson.dumps(list(messages)))
+
+
+def join_arrays(arrays: Sequence[bytes]) -> bytes:
+    """One JSON array of the items of ``arrays`` (each an encoded array), in order."""
+    items = [array[1:-1] for array in arrays if len(array) > 2]
+    if len(items) == 1 and len(arrays) == 1:
+        return arrays[0]
+    return b"[" + b",".join(items) + b"]"
+
+
 class LedgerValues(TypedDict):
-    """A ``prompt_ledgers`` row's columns besides its keys (app/db/models.py
-    ``PromptLedgerRow``): ``messages`` and ``artifacts`` as orjson."""
+    """A ``prompt_ledger_parts`` row's columns besides its keys (app/db/models.py
+    ``PromptLedgerRow``): ``messages`` (this part's) and ``artifacts`` as orjson."""
 
     epoch: int
     answer_sequence: int
@@ -153,6 +194,9 @@ class LedgerValues(TypedDict):
     cleared_tool_results: int
     cleared_tokens: int
     messages_excluded: int
+    part: int
+    base_part: int
+    previous_chain: str
     messages: bytes
     artifacts: bytes
 
@@ -161,12 +205,16 @@ class LedgerValues(TypedDict):
 class PromptRecord:
     """What the prompt owner keeps of this call's prompt once the answer is stored: the
     messages encoded when the prompt was built (before cache marks, and before anything on the
-    way upstream could touch them), and the figures the next call carries."""
+    way upstream could touch them), and the figures the next call carries.
+
+    A kept prompt is stored as one more part of its ledger: ``encoded_messages`` holds only
+    what this call appended, after the ``prefix_parts`` it kept (``previous_chain``: their
+    chain hash). A rebased prompt is a base part: all of it, no prefix."""
 
     epoch: int
     own_system_hash: str
     attachments_key: str
-    encoded_messages: bytes  # orjson of the messages as sent
+    encoded_messages: bytes  # orjson of this part's messages as sent
     tokens: int
     system_tokens: int
     memory_tokens: int
@@ -174,9 +222,34 @@ class PromptRecord:
     cleared_tool_results: int = 0
     cleared_tokens: int = 0
     messages_excluded: int = 0
+    part: int = 0
+    base_part: int = 0
+    previous_chain: str = ""
+    prefix_parts: tuple[bytes, ...] = ()
+
+    @property
+    def is_base(self) -> bool:
+        return self.part == self.base_part
+
+    @property
+    def parts(self) -> tuple[bytes, ...]:
+        """Every part of this prompt from its base on, this one last."""
+        return (*self.prefix_parts, self.encoded_messages)
+
+    def as_base(self, part: int = 0) -> PromptRecord:
+        """The same prompt written whole, as part ``part`` (a turn that landed on a branch
+        starts that conversation's ledger)."""
+        return replace(
+            self,
+            encoded_messages=join_arrays(self.parts),
+            part=part,
+            base_part=part,
+            previous_chain="",
+            prefix_parts=(),
+        )
 
     def row(self, answer_sequence: int, answer_tokens: int, prompt_hash: str) -> LedgerValues:
-        """The ``prompt_ledgers`` columns once the answer is stored (app/turns/
+        """The ``prompt_ledger_parts`` columns once the answer is stored (app/turns/
         ledger_repository.py ``save_ledger``)."""
         return {
             "epoch": self.epoch,
@@ -191,6 +264,9 @@ class PromptRecord:
             "cleared_tool_results": self.cleared_tool_results,
             "cleared_tokens": self.cleared_tokens,
             "messages_excluded": self.messages_excluded,
+            "part": self.part,
+            "base_part": self.base_part,
+            "previous_chain": self.previous_chain,
             "messages": self.encoded_messages,
             "artifacts": orjson.dumps(self.artifacts),
         }

@@ -22,8 +22,6 @@ import time
 from dataclasses import dataclass
 from typing import cast
 
-import orjson
-
 from app.context.budget import count_tools
 from app.context.cache_hints import is_anthropic_model, provider_cache_usage
 from app.context.metadata import (
@@ -44,10 +42,10 @@ from app.tokens.calibration import sample_ratio
 from app.tokens.counter import REPLY_PRIMER
 from app.turns.after_turn import schedule_memory_work
 from app.turns.context import TurnContext
-from app.turns.ledger_repository import save_ledger
+from app.turns.ledger_repository import remember_ledger, save_ledger
 from app.turns.marks import ClientMarks, place_marks
 from app.turns.observe import observe_chat
-from app.turns.owner import PromptRecord
+from app.turns.owner import PromptRecord, next_part
 from app.turns.planning import (
     RequestFacts,
     TurnPlan,
@@ -135,11 +133,12 @@ def seal_prompt(
     if built.withhold_reasoning:
         request = request.without_thinking(anthropic=_anthropic(state, model))
         utilization.thinking_disabled = LOOP_CUT_NOTE
+    stored = next_part(built.decision.ledger, built.messages)  # before cache marks: they move
     record = PromptRecord(
         epoch=built.decision.epoch,
         own_system_hash=facts.own_hash,
         attachments_key=attachments_key(request),
-        encoded_messages=orjson.dumps(built.messages),  # before cache marks: they move
+        encoded_messages=stored.encoded_messages,
         tokens=max(0, utilization.tokens_used - utilization.breakdown.tools - REPLY_PRIMER),
         system_tokens=utilization.breakdown.system,
         memory_tokens=utilization.breakdown.memory,
@@ -150,6 +149,10 @@ def seal_prompt(
         cleared_tool_results=stats.cleared_tool_results,
         cleared_tokens=stats.cleared_tokens,
         messages_excluded=utilization.messages_excluded,
+        part=stored.part,
+        base_part=stored.base_part,
+        previous_chain=stored.previous_chain,
+        prefix_parts=stored.prefix_parts,
     )
     resolved = plan.read.resolved
     place_marks(
@@ -224,9 +227,11 @@ async def record(
     request = prepared.request
     status = outcome.status
     provider_cache_usage(prepared.utilization, usage.raw if usage else None)
+    kept: tuple[str, PromptRecord] | None = None  # the ledger part written, and where
     async with state.database.writing() as session:
         resolved = prepared.resolved
         if resolved is not None and answer is not None:
+            read_from = None if resolved.is_new else resolved.conversation_id
             answer.prompt_hash = prepared.prompt_hash
             # A turn that had to continue a given position may land on a branch (``at``).
             resolved.conversation_id = await conversation_service.append_turn(
@@ -242,14 +247,17 @@ async def record(
                 ),
             )
             if prepared.prompt is not None and prepared.prompt_hash is not None:
+                prompt = prepared.prompt
+                if resolved.conversation_id != read_from:  # a new conversation, or a branch
+                    prompt = prompt.as_base()
                 await save_ledger(
                     session,
                     prepared.caller.tenant_id,
                     resolved.conversation_id,
-                    prepared.prompt.row(
-                        answer.sequence_number, answer.token_count, prepared.prompt_hash
-                    ),
+                    prompt.row(answer.sequence_number, answer.token_count, prepared.prompt_hash),
+                    replaces=prompt.is_base and resolved.conversation_id == read_from,
                 )
+                kept = (resolved.conversation_id, prompt)
             if prepared.on_record is not None:
                 await prepared.on_record(session, prepared, answer, usage)
         await request_log_repository.insert(
@@ -274,6 +282,8 @@ async def record(
                 "context_utilization": prepared.utilization.model_dump(mode="json"),
             },
         )
+    if kept is not None and prepared.prompt_hash is not None:
+        remember_ledger(prepared.caller.tenant_id, *kept, prepared.prompt_hash)
     sample = sample_ratio(prepared.utilization.tokens_used, usage.prompt_tokens if usage else None)
     if sample is not None and answer is not None:
         state.calibration.observe(request.model, sample)

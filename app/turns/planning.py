@@ -28,7 +28,7 @@ from app.tokens.calibration import Calibration
 from app.tokens.counter import TokenCounter
 from app.turns.assembly import Loaded, load_assembly
 from app.turns.context import TurnContext
-from app.turns.ledger_repository import ledger_of, load_ledger
+from app.turns.ledger_repository import complete_ledger, load_ledger
 from app.turns.loop_step import LoopStep, load_loop_step
 from app.turns.owner import Decision, Ledger, Watermarks, decide
 from app.turns.reading import TurnRead, attachments_key, continuation, own_system_prompt
@@ -143,7 +143,8 @@ async def read_turn(state: AppState, context: TurnContext, facts: RequestFacts) 
         marks = Watermarks.of(budget.total, policy, fixed=budget.system + budget.tools)
         ledger: Ledger | None = None
         if resolved.ledger_read:  # read with the conversation, in the same statement
-            ledger = ledger_of(resolved.ledger_row) if policy.enabled else None
+            if policy.enabled:
+                ledger = await complete_ledger(session, resolved.ledger_row)
         elif policy.enabled and resolved.conversation is not None:
             ledger = await load_ledger(session, tenant_id, resolved.conversation_id)
         call = continuation(

@@ -10,7 +10,7 @@ from sqlalchemy import event
 from app.conversations.repository import conversation_repository
 from app.core.database import create_database
 from app.db.models import Conversation, ConversationSummaryRow, PromptLedgerRow
-from app.turns.ledger_repository import ledger_of
+from app.turns.ledger_repository import complete_ledger
 
 
 def _summary(
@@ -79,7 +79,8 @@ async def test_summaries_and_ledger_in_one_statement(database_url: str) -> None:
         assert conversation is not None
         assert conversation.id == "conv_a"
         assert [s.first_turn for s in summaries] == [0, 4, 8]  # active only, in order
-        ledger = ledger_of(row)
+        async with database.reading() as session:
+            ledger = await complete_ledger(session, row)
         assert ledger is not None
         assert (ledger.epoch, ledger.answer_sequence) == (3, 7)
         assert ledger.messages[0]["content"].startswith("hello ")
@@ -126,7 +127,8 @@ async def test_matching_by_prefix_reads_each_candidate_with_its_ledger(database_
         assert len(statements) == 1
         by_id = {conversation.id: row for conversation, row in found}
         assert set(by_id) == {"conv_a", "conv_b"}  # conv_c is another tenant's
-        ledger = ledger_of(by_id["conv_a"])
+        async with database.reading() as session:
+            ledger = await complete_ledger(session, by_id["conv_a"])
         assert ledger is not None
         assert ledger.epoch == 3
         assert by_id["conv_b"] is None

@@ -93,3 +93,27 @@ async def test_round_trip_on_every_backend(database_url: str) -> None:
     assert await _async_tables(database_url) <= {"alembic_version"}
     await asyncio.to_thread(command.upgrade, config, "heads")
     assert CORE_TABLES <= await _async_tables(database_url)
+
+
+async def test_a_stored_ledger_becomes_the_base_part_of_its_conversation(tmp_path: Path) -> None:
+    """0022: a ledger stored whole (one row per conversation) is kept as part 0, a base."""
+    path = tmp_path / "ledger.db"
+    config: Any = alembic_config(f"sqlite+aiosqlite:///{path}")
+    await asyncio.to_thread(command.upgrade, config, "0021")
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        with engine.begin() as connection:
+            # (SQLite checks foreign keys only when asked to: no conversation row needed.)
+            connection.exec_driver_sql(
+                "INSERT INTO prompt_ledgers VALUES ('conv_1', 't1', 3, 1, 5, 'sys', '', 40, 10, "
+                "0, 'chain', 0, 0, 0, X'5B5D', X'5B5D', '2026-11-27')"
+            )
+        await asyncio.to_thread(command.upgrade, config, "0022")
+        with engine.connect() as connection:
+            rows = connection.exec_driver_sql(
+                "SELECT conversation_id, part, base_part, previous_chain, epoch, tokens, "
+                "chain_hash FROM prompt_ledger_parts"
+            ).all()
+        assert [tuple(row) for row in rows] == [("conv_1", 0, 0, "", 3, 40, "chain")]
+    finally:
+        engine.dispose()

@@ -20,19 +20,11 @@ import tiktoken
 from app.core.settings import Settings
 from app.main import create_app
 from tests.fake_upstream import FakeUpstream
+from tests.support.tool_loop import READ_FILE_TOOLS
 
 RESULTS = 20
 WORDS = "def class return import self value result config request response handler".split()
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        },
-    }
-]
+TOOLS = READ_FILE_TOOLS
 
 
 def _file(rng: random.Random, step: int) -> str:

@@ -16,17 +16,9 @@ from app.db.models import MessageVector
 from app.recall.backlog import schedule_message_vectors
 from app.turns.memory_services import recall_services
 from tests.memories.helpers import app_state, drain
+from tests.support.tool_loop import READ_FILE_TOOLS
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        },
-    }
-]
+TOOLS = READ_FILE_TOOLS
 
 
 @pytest.fixture

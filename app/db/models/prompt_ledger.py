@@ -1,8 +1,13 @@
 """The prompt a conversation's last call sent, kept by the prompt owner (app/turns/owner.py).
 
-One row per conversation: the messages exactly as sent (provider cache marks aside), what they
-cost in tokens, and which stored answer they produced. The next call appends to them until a
-rebase; nothing here is needed to rebuild the history, which stays in ``messages``.
+Stored append-only, as the prompt grows: a rebase writes a *base* part (the whole prompt), each
+call that keeps the prompt writes one part with only the messages it appended. The ledger is the
+newest part's figures (what the prompt cost in tokens, which stored answer it produced) and the
+messages of every part from its base on, exactly as sent (provider cache marks aside). An
+agent's call then writes its new tool step (~12 KiB) instead of its whole ~700 KiB prompt.
+Each part names the chain hash of the prompt it extends (``previous_chain``), so a reader can
+tell a complete ledger from one whose parts another writer replaced. Nothing here is needed to
+rebuild the history, which stays in ``messages``.
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ __all__ = ["PromptLedgerRow", "TokenCalibrationRow"]
 
 
 class PromptLedgerRow(Base):
-    __tablename__ = "prompt_ledgers"
+    __tablename__ = "prompt_ledger_parts"
 
     conversation_id: Mapped[str] = mapped_column(
         ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
     )
+    part: Mapped[int] = mapped_column(primary_key=True, default=0, autoincrement=False)
+    base_part: Mapped[int] = mapped_column(default=0)  # the part holding this epoch's whole prompt
+    previous_chain: Mapped[str] = mapped_column(String(32), default="")  # "" on a base part
     tenant_id: Mapped[str] = mapped_column(String(64))
     epoch: Mapped[int] = mapped_column(default=0)  # rebases so far
     # The stored answer this prompt produced: the next call continues after it.
@@ -38,7 +46,7 @@ class PromptLedgerRow(Base):
     cleared_tool_results: Mapped[int] = mapped_column(default=0)  # placeholders in the prompt
     cleared_tokens: Mapped[int] = mapped_column(default=0)
     messages_excluded: Mapped[int] = mapped_column(default=0)
-    # orjson: the messages as sent, and the artifact outcomes in force for them.
+    # orjson: this part's messages as sent, and the artifact outcomes in force for the prompt.
     messages: Mapped[bytes] = mapped_column(LargeBinary)
     artifacts: Mapped[bytes] = mapped_column(LargeBinary)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
