@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 
 # Start-up builds ~1M objects that live as long as the process (modules, mappers, schemas);
 # the collector walking them again and again while they are imported cost ~0.1 s of every
 # start. ``contextgate serve`` keeps it off until the app has started, frozen what start-up
 # built and turned it back on (app/main.py). Only then: importing this module does not.
+#
+# The server also never uses some modules its dependencies import whenever they are installed:
+# httpcore imports trio (the server runs on asyncio: ~0.2 s of start-up) and h2 (HTTP/2, which
+# nothing here asks for), httpx its command-line client (httpx._main: rich's progress and
+# syntax views, pygments; ~4 MiB). A None entry in sys.modules makes their import fail, and
+# both libraries fall back to a stub that raises only if the feature is used. Here, before
+# anything imports them, so that the workers uvicorn spawns (which run this module again, as
+# __mp_main__, with the same arguments) keep them out too. LITELLM_HTTP2 asks litellm's
+# clients for HTTP/2: then h2 stays importable.
+SERVE_UNUSED_MODULES = ("trio", "h2", "httpx._main")
+
 if sys.argv[1:2] == ["serve"]:
     gc.disable()
+    for _unused in SERVE_UNUSED_MODULES:
+        if _unused != "h2" or not os.environ.get("LITELLM_HTTP2"):
+            sys.modules.setdefault(_unused, None)  # type: ignore[arg-type]
 
 import logging
 from pathlib import Path
@@ -112,9 +127,6 @@ def serve(
     ] = False,
 ) -> None:
     """Apply migrations, then serve the OpenAI-compatible API."""
-    # The server runs on asyncio; httpcore imports trio whenever it is installed (here it can
-    # be, for other tools): ~0.2 s of start-up for a module the server never uses.
-    sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
     import uvicorn
 
     from app.core.logging import configure_logging
@@ -153,8 +165,6 @@ def serve(
 
 def _configure_demo(host: str, port: int) -> None:
     """Point this server at its own /demo/v1 (the workers read the same environment)."""
-    import os
-
     from app.demo.router import DEMO_PREFIX
 
     local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -183,7 +193,6 @@ def _prepare_multiprocess_metrics(workers: int) -> None:
     workers, a fresh temporary directory is used. It must be set before any worker imports
     prometheus_client.
     """
-    import os
     import shutil
     import tempfile
 
