@@ -101,6 +101,33 @@ def _migrate_or_exit(database_url: str, revision: str = "heads") -> None:
         raise typer.Exit(2) from None
 
 
+def _migrate_apart_or_exit(database_url: str) -> None:
+    """``_migrate_or_exit`` in a forked child on Linux: alembic, mako and the migration
+    scripts (~8-10 MB) then never enter the memory of the server, which does not use them
+    again (issue 26). The child reports a failure itself, in the same one line, and its exit
+    status is the command's. Elsewhere (fork is unsafe on macOS, absent on Windows), here."""
+    if sys.platform != "linux":
+        _migrate_or_exit(database_url)
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: migrate, then leave without the parent's exit handlers
+        code = 1
+        try:
+            _migrate_or_exit(database_url)
+            code = 0
+        except typer.Exit as exc:
+            code = exc.exit_code
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code != 0:
+        raise typer.Exit(code if code > 0 else 1)
+
+
 @app.command()
 def migrate(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "heads",
@@ -142,7 +169,7 @@ def serve(
         except ConfigError as exc:
             typer.echo(f"contextgate: invalid CONTEXTGATE_CONFIG: {exc}", err=True)
             raise typer.Exit(2) from None
-    _migrate_or_exit(settings.database_url)
+    _migrate_apart_or_exit(settings.database_url)
     _prepare_multiprocess_metrics(workers)
     if workers > 1 or reload:  # the app starts in other processes: this one only supervises
         gc.enable()
