@@ -16,7 +16,8 @@ import pytest
 
 from tests.support.proxy import REPO
 
-SERVE_UNUSED = ("trio", "h2", "hpack", "httpx._main", "pygments")
+# rich: httpx._main imports it; the commands that print import it when they do
+SERVE_UNUSED = ("trio", "h2", "hpack", "httpx._main", "pygments", "rich")
 LATER = ("bm25s", "tqdm", "jinja2", "yaml")
 PROBE = (
     "import sys, app.cli, app.main\n"
