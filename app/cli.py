@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 
 # Start-up builds ~1M objects that live as long as the process (modules, mappers, schemas);
 # the collector walking them again and again while they are imported cost ~0.1 s of every
 # start. ``contextgate serve`` keeps it off until the app has started, frozen what start-up
 # built and turned it back on (app/main.py). Only then: importing this module does not.
+#
+# The server also never uses some modules its dependencies import whenever they are installed:
+# httpcore imports trio (the server runs on asyncio: ~0.2 s of start-up) and h2 (HTTP/2, which
+# nothing here asks for), httpx its command-line client (httpx._main: rich's progress and
+# syntax views, pygments; ~4 MiB). A None entry in sys.modules makes their import fail, and
+# both libraries fall back to a stub that raises only if the feature is used. Here, before
+# anything imports them, so that the workers uvicorn spawns (which run this module again, as
+# __mp_main__, with the same arguments) keep them out too. LITELLM_HTTP2 asks litellm's
+# clients for HTTP/2: then h2 stays importable.
+SERVE_UNUSED_MODULES = ("trio", "h2", "httpx._main")
+
 if sys.argv[1:2] == ["serve"]:
     gc.disable()
+    for _unused in SERVE_UNUSED_MODULES:
+        if _unused != "h2" or not os.environ.get("LITELLM_HTTP2"):
+            sys.modules.setdefault(_unused, None)  # type: ignore[arg-type]
 
 import logging
 from pathlib import Path
@@ -21,7 +36,7 @@ import typer
 from app.commands.conversations import conversations_app
 from app.commands.doctor import doctor
 from app.commands.keys import keys_app
-from app.commands.migrations import alembic_config
+from app.commands.migrations import alembic_config, sqlite_at_heads
 from app.core.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -86,6 +101,37 @@ def _migrate_or_exit(database_url: str, revision: str = "heads") -> None:
         raise typer.Exit(2) from None
 
 
+def _migrate_apart_or_exit(database_url: str) -> None:
+    """``_migrate_or_exit`` for ``serve``, keeping alembic, mako and the migration scripts
+    (~8-10 MB) out of the server, which does not use them again (issue 26): nothing to do on a
+    SQLite database already at every head (a restart; ``sqlite_at_heads``); else the
+    migration runs in a forked child on Linux, which reports a failure itself, in the same one
+    line, and whose exit status is the command's. Elsewhere (fork is unsafe on macOS, absent
+    on Windows), here. The child costs start-up ~0.05-0.1 s (its copy-on-write pages)."""
+    if sqlite_at_heads(database_url):
+        return
+    if sys.platform != "linux":
+        _migrate_or_exit(database_url)
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: migrate, then leave without the parent's exit handlers
+        code = 1
+        try:
+            _migrate_or_exit(database_url)
+            code = 0
+        except typer.Exit as exc:
+            code = exc.exit_code
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code != 0:
+        raise typer.Exit(code if code > 0 else 1)
+
+
 @app.command()
 def migrate(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "heads",
@@ -112,9 +158,6 @@ def serve(
     ] = False,
 ) -> None:
     """Apply migrations, then serve the OpenAI-compatible API."""
-    # The server runs on asyncio; httpcore imports trio whenever it is installed (here it can
-    # be, for other tools): ~0.2 s of start-up for a module the server never uses.
-    sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
     import uvicorn
 
     from app.core.logging import configure_logging
@@ -130,7 +173,7 @@ def serve(
         except ConfigError as exc:
             typer.echo(f"contextgate: invalid CONTEXTGATE_CONFIG: {exc}", err=True)
             raise typer.Exit(2) from None
-    _migrate_or_exit(settings.database_url)
+    _migrate_apart_or_exit(settings.database_url)
     _prepare_multiprocess_metrics(workers)
     if workers > 1 or reload:  # the app starts in other processes: this one only supervises
         gc.enable()
@@ -153,8 +196,6 @@ def serve(
 
 def _configure_demo(host: str, port: int) -> None:
     """Point this server at its own /demo/v1 (the workers read the same environment)."""
-    import os
-
     from app.demo.router import DEMO_PREFIX
 
     local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -183,7 +224,6 @@ def _prepare_multiprocess_metrics(workers: int) -> None:
     workers, a fresh temporary directory is used. It must be set before any worker imports
     prometheus_client.
     """
-    import os
     import shutil
     import tempfile
 

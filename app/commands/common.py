@@ -1,25 +1,39 @@
-"""What every operator command needs: settings, a console, a database for one async run."""
+"""What every operator command needs: settings, a console, a database for one async run.
+
+rich is imported by the command that prints: ``contextgate serve`` imports these modules too,
+and does without its ~2 MB (issue 26)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
-from rich.console import Console
 
 from app.core.database import Database, create_database
 from app.core.settings import Settings, SettingsError, load_settings
 
-__all__ = ["console", "run_with_database", "settings_or_exit"]
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+__all__ = ["console", "run_with_database", "settings_or_exit", "titled_table"]
 
 T = TypeVar("T")
 
 
 def console() -> Console:
     """A console built per command, so COLUMNS and NO_COLOR of the moment apply."""
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False)
+
+
+def titled_table(title: str) -> Table:
+    from rich.table import Table
+
+    return Table(title=title)
 
 
 def settings_or_exit() -> Settings:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from app.commands.common import console, run_with_database, settings_or_exit
+from app.commands.common import console, run_with_database, settings_or_exit, titled_table
 from app.commands.plain import WIDE_COLUMNS, as_json, conversation_lines, list_lines
 from app.core.errors import NotFound
 from app.inspect.service import InspectService, Timeline
 from app.inspect.views import PARTS, ConversationRow, ProviderCacheView, RequestView
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = ["conversations_app"]
 
@@ -63,7 +65,7 @@ def list_conversations(
         for line in list_lines(rows):
             typer.echo(line)
         return
-    table = Table(title=f"conversations ({len(rows)})")
+    table = titled_table(f"conversations ({len(rows)})")
     table.add_column("id", no_wrap=True)
     table.add_column("tenant", no_wrap=True)
     table.add_column("model")
@@ -87,7 +89,7 @@ def list_conversations(
 
 
 def _messages_table(timeline: Timeline, full: bool) -> Table:
-    table = Table(title="messages and tool steps")
+    table = titled_table("messages and tool steps")
     table.add_column("#", justify="right")
     table.add_column("turn", justify="right")
     table.add_column("role")
@@ -122,7 +124,7 @@ def _messages_table(timeline: Timeline, full: bool) -> Table:
 
 
 def _requests_table(requests: list[RequestView]) -> Table:
-    table = Table(title="requests: tokens sent by part (of the input budget)")
+    table = titled_table("requests: tokens sent by part (of the input budget)")
     table.add_column("request", no_wrap=True)
     table.add_column("status")
     table.add_column("strategy")
@@ -147,7 +149,7 @@ def _requests_table(requests: list[RequestView]) -> Table:
 
 
 def _artifacts_table(requests: list[RequestView]) -> Table | None:
-    table = Table(title="artifacts: included, summarized, extracted or excluded")
+    table = titled_table("artifacts: included, summarized, extracted or excluded")
     for name in ("request", "artifact", "type", "source", "fate", "chars", "cache"):
         table.add_column(name, no_wrap=name in ("request", "artifact"))
     rows = 0
@@ -175,7 +177,7 @@ def _kind(summary: Mapping[str, object]) -> str:
 
 def _print_extras(out: Console, timeline: Timeline) -> None:
     if timeline.summaries:
-        table = Table(title="compaction summaries (and periodic ones)")
+        table = titled_table("compaction summaries (and periodic ones)")
         for name in ("id", "kind", "turns", "level", "tokens", "episodic"):
             table.add_column(name, overflow="fold")
         for summary in timeline.summaries:

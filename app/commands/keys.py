@@ -11,9 +11,8 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.table import Table
 
-from app.commands.common import console, run_with_database, settings_or_exit
+from app.commands.common import console, run_with_database, settings_or_exit, titled_table
 from app.core.errors import NotFound
 from app.core.settings import Settings
 from app.core.timestamps import as_utc
@@ -91,7 +90,7 @@ def list_keys() -> None:
     if not keys:
         out.print("no keys yet: contextgate keys create NAME")
         return
-    table = Table(title=f"keys ({len(keys)})")
+    table = titled_table(f"keys ({len(keys)})")
     for column in ("id", "name", "prefix", "budget", "spent", "rpm", "created", "expires"):
         table.add_column(column, no_wrap=column in ("id", "prefix", "created", "expires"))
     for key in keys:

@@ -1,7 +1,8 @@
 """Relevance: BM25 (bm25s) by default, embeddings when an embedding model is configured.
 
 Used to rank artifacts against the question (deterministic path) and chunks against an
-extraction query (rag_extract).
+extraction query (rag_extract). bm25s is imported when something is first scored (issue 26:
+a short request never ranks anything, and the library with its tqdm is ~8 MB).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 
-import bm25s
 import numpy
 
 __all__ = ["Embedder", "bm25_scores", "chunk_text", "cosine", "rank_chunks"]
@@ -29,6 +29,8 @@ def bm25_scores(query: str, documents: Sequence[str]) -> list[float]:
     """BM25 score of every document for the query; all zeros when nothing matches."""
     if not documents:
         return []
+    import bm25s
+
     try:
         corpus = bm25s.tokenize(list(documents), stopwords="en", show_progress=False)
         if not corpus.vocab or not any(len(ids) for ids in corpus.ids):

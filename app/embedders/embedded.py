@@ -8,8 +8,9 @@
   text, but a bag of word vectors: paraphrases with no shared word are often missed. Used when
   the MiniLM weights are absent, or chosen with ``CONTEXTGATE_EMBEDDER=wordllama``.
 
-Both load once (``load``, on a worker thread at start: ``app.warmup``), embed on worker
-threads, never on the event loop, and return unit-length float32 rows. Each has its own calibrated
+Both load once (``load``, under a lock, on a worker thread: at start (``app.warmup``) when
+``load_at_start`` says so, else at the first embedding), embed on worker threads, never on the
+event loop, and return unit-length float32 rows. Each has its own calibrated
 ``min_similarity`` (``bench/retrieval.py``; bench/README.md gives the tables).
 """
 
@@ -114,6 +115,10 @@ class EmbeddedEmbedder(ABC):
     dimensions: int
     calibrated_min_similarity: float
     request_batch: int
+    # Loaded at start (app.warmup) rather than by the first embedding: for a model slow to
+    # load. One that loads in milliseconds waits for its first use, and a server that never
+    # embeds (no memory, no recall: short chat requests) never holds it.
+    load_at_start: bool
 
     def __init__(self, min_similarity: float | None = None) -> None:
         self.min_similarity = (
@@ -172,6 +177,8 @@ class MiniLMEmbedder(EmbeddedEmbedder):
     dimensions = 384
     request_batch = 32  # ~0.1-0.3 s on one core
     calibrated_min_similarity = MINILM_MIN_SIMILARITY
+    # ~20-40 ms (memory-mapped weights), but ~9 MB of tokenizer and its library (issue 26)
+    load_at_start = False
     _model: MiniLM | None = None
 
     def _load(self) -> None:
@@ -193,6 +200,7 @@ class WordLlamaEmbedder(EmbeddedEmbedder):
     dimensions = 256
     request_batch = 4096  # ~0.2 s
     calibrated_min_similarity = WORDLLAMA_MIN_SIMILARITY
+    load_at_start = True  # ~0.25 s
     _model: Any = None
 
     def _load(self) -> None:

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict, cast
 
-import yaml
 from pydantic import ValidationError
 
 from app.core.errors import NotFound
@@ -103,6 +102,8 @@ def _cache_options(path: Path, index: int, raw: object) -> CacheOptions | None:
 
 def load_model_list(path: Path) -> tuple[list[Deployment], dict[str, list[str]]]:
     """Read deployments and fallbacks (``router_settings.fallbacks`` or top-level)."""
+    import yaml  # only with a config file: ~1.5 MB a server without one does without
+
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:

@@ -2,15 +2,21 @@
 
 bm25s cannot add a document to an index: a user's index (memory_index.py) keeps every memory's
 tokens, so a new index is built from them without tokenizing again (``LexicalIndex.from_tokens``).
+
+bm25s (and the tqdm it imports) is imported when the first memory is tokenized: ~8 MB of a
+process that may never retrieve a memory (issue 26).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
-import bm25s
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+if TYPE_CHECKING:
+    import bm25s
 
 __all__ = ["LEXICAL_COVERAGE", "LEXICAL_STRONG", "LexicalIndex", "tokenize"]
 
@@ -22,13 +28,21 @@ LEXICAL_COVERAGE = 0.6
 # NLTK's 179 English function words (bm25s's "en" has Lucene's 33): a question's "which", "am",
 # "my" or "should" is not a word of its meaning, and a rare one in the memories ("5 am") made a
 # strong match of its own.
-_STOPWORDS = list(STOPWORDS_EN_PLUS)
 _COVERAGE_CHECKED = 64
 
 
+@cache
+def _stopwords() -> list[str]:
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    return list(STOPWORDS_EN_PLUS)
+
+
 def tokenize(texts: list[str]) -> list[list[str]]:
+    import bm25s
+
     tokens: list[list[str]] = bm25s.tokenize(
-        texts, stopwords=_STOPWORDS, return_ids=False, show_progress=False
+        texts, stopwords=_stopwords(), return_ids=False, show_progress=False
     )
     return tokens
 
@@ -44,6 +58,8 @@ class LexicalIndex:
         if tokens is None and contents:
             tokens = tokenize(list(contents))
         if tokens:
+            import bm25s
+
             self._terms = [frozenset(t) for t in tokens]
             self._bm25 = bm25s.BM25()
             self._bm25.index(tokens, show_progress=False)

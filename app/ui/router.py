@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 
 from app.core.deps import Storage
 from app.core.errors import NotFound, RateLimited
@@ -21,15 +21,28 @@ from app.keys.throttle import AuthThrottle
 from app.state import AppState, StateDep
 from app.ui.auth import COOKIE, close_session, is_authorized, key_matches, open_session
 
+if TYPE_CHECKING:
+    from fastapi.templating import Jinja2Templates
+
 __all__ = ["install_ui", "router"]
 
 HERE = Path(__file__).resolve().parent
-templates = Jinja2Templates(directory=HERE / "templates")
-templates.env.filters["money"] = lambda value: f"${float(value or 0):.6f}"
-templates.env.filters["when"] = lambda value: (
-    value.strftime("%Y-%m-%d %H:%M:%S UTC") if hasattr(value, "strftime") else str(value or "")
-)
-templates.env.globals["PARTS"] = PARTS
+
+
+@cache
+def _templates() -> Jinja2Templates:
+    """Built when the first page is shown: Jinja2 is ~5 MB of a server whose inspector may
+    never be opened (issue 26)."""
+    from fastapi.templating import Jinja2Templates
+
+    templates = Jinja2Templates(directory=HERE / "templates")
+    templates.env.filters["money"] = lambda value: f"${float(value or 0):.6f}"
+    templates.env.filters["when"] = lambda value: (
+        value.strftime("%Y-%m-%d %H:%M:%S UTC") if hasattr(value, "strftime") else str(value or "")
+    )
+    templates.env.globals["PARTS"] = PARTS
+    return templates
+
 
 # Everything the page loads comes from here: no CDN, works offline.
 CSP = (
@@ -44,7 +57,7 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
 def _page(request: Request, name: str, status_code: int = 200, **context: object) -> Response:
-    response = templates.TemplateResponse(request, name, context, status_code=status_code)
+    response = _templates().TemplateResponse(request, name, context, status_code=status_code)
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Cache-Control"] = "no-store"

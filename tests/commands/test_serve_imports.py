@@ -1,0 +1,99 @@
+"""What the server never uses stays out of its memory (issue 26): ``contextgate serve`` keeps
+trio, h2 and httpx's command-line client from being imported (app/cli.py), and importing the
+app leaves the libraries of features used later (BM25, the inspector's templates, a YAML
+model list) to the first use. The features themselves are tested where they live. Its
+migrations run in a forked child (on Linux): alembic and mako stay out too."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.proxy import REPO
+
+# rich: httpx._main imports it; the commands that print import it when they do
+SERVE_UNUSED = ("trio", "h2", "hpack", "httpx._main", "pygments", "rich")
+LATER = ("bm25s", "tqdm", "jinja2", "yaml")
+PROBE = (
+    "import sys, app.cli, app.main\n"
+    f"names = {SERVE_UNUSED + LATER!r}\n"
+    "print(' '.join(n for n in names if sys.modules.get(n) is not None))\n"
+)
+
+
+def _imported(*argv: str, **env: str) -> set[str]:
+    result = subprocess.run(
+        [sys.executable, "-", *argv],
+        input=PROBE,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **env},
+        timeout=120,
+        check=True,
+    )
+    return set(result.stdout.split())
+
+
+def test_serve_imports_none_of_them() -> None:
+    assert _imported("serve") == set()
+
+
+def test_importing_the_app_leaves_the_later_ones() -> None:
+    assert not _imported() & set(LATER)
+
+
+def test_serve_keeps_h2_when_litellm_is_asked_for_http2() -> None:
+    imported = _imported("serve", LITELLM_HTTP2="true")
+    assert "h2" in imported
+    assert not imported & {"trio", "httpx._main"}
+
+
+MIGRATE_PROBE = (
+    "import sys, typer, app.cli\n"
+    "try:\n"
+    "    app.cli._migrate_apart_or_exit(sys.argv[2])\n"
+    "except typer.Exit as exc:\n"
+    "    sys.exit(exc.exit_code)\n"
+    "print(' '.join(n for n in ('alembic', 'mako') if sys.modules.get(n) is not None))\n"
+)
+
+
+def _migrate_apart(url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-", "serve", url],
+        input=MIGRATE_PROBE,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="serve migrates in a forked child on Linux")
+def test_serve_migrates_without_holding_alembic(tmp_path: Path) -> None:
+    from alembic.script import ScriptDirectory
+
+    from app.commands.migrations import alembic_config
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/serve.db"
+    result = _migrate_apart(url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == []  # migrated by a child: none of it in this process
+    heads = ScriptDirectory.from_config(alembic_config(url)).get_heads()  # type: ignore[arg-type]
+    with sqlite3.connect(tmp_path / "serve.db") as db:
+        stored = {row[0] for row in db.execute("SELECT version_num FROM alembic_version")}
+    assert stored == set(heads)
+
+
+def test_serve_reports_a_database_it_cannot_migrate_in_one_line() -> None:
+    result = _migrate_apart("sqlite+aiosqlite:////no/such/dir/x.db")
+    assert result.returncode == 2
+    assert result.stderr.startswith("contextgate: cannot migrate the database: ")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
