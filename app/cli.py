@@ -167,9 +167,10 @@ def serve(
         _configure_demo(host, port)
     settings = _settings_or_exit()
     configure_logging(settings.log_level)
+    deployments: list[str] = []
     if settings.config is not None:
         try:
-            load_model_list(settings.config)
+            deployments = [d.model_name for d in load_model_list(settings.config)[0]]
         except ConfigError as exc:
             typer.echo(f"contextgate: invalid CONTEXTGATE_CONFIG: {exc}", err=True)
             raise typer.Exit(2) from None
@@ -177,6 +178,8 @@ def serve(
     _prepare_multiprocess_metrics(workers)
     if workers > 1 or reload:  # the app starts in other processes: this one only supervises
         gc.enable()
+    else:
+        _build_tokenizers_first(deployments)
     uvicorn.run(
         "app.main:create_app",
         factory=True,
@@ -192,6 +195,17 @@ def serve(
         # ping, and the supervisor would kill and respawn them forever.
         timeout_worker_healthcheck=60,
     )
+
+
+def _build_tokenizers_first(models: list[str]) -> None:
+    """Build the tokenizers before the app is imported. tiktoken builds one from a dict of its
+    ~100k byte sequences that lives beside the built tokenizer until dropped (~15 MB more for
+    a moment, app/tokens/counter.py): built after the app's imports, on the first request,
+    that moment was the server's peak memory (+18 MB); built first, the app's imports reuse
+    the space the dict leaves."""
+    from app.tokens.counter import warm_encodings
+
+    warm_encodings(models, fallback=True)
 
 
 def _configure_demo(host: str, port: int) -> None:

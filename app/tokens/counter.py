@@ -73,7 +73,10 @@ def _registered_encoding(name: str) -> tiktoken.Encoding:
         pass
     if name.startswith(("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")):
         return tiktoken.get_encoding("o200k_base")
-    return tiktoken.get_encoding("cl100k_base")
+    return tiktoken.get_encoding(FALLBACK_ENCODING)
+
+
+FALLBACK_ENCODING = "cl100k_base"
 
 
 def _release_ranks(encoding: tiktoken.Encoding) -> tiktoken.Encoding:
@@ -89,9 +92,12 @@ def _release_ranks(encoding: tiktoken.Encoding) -> tiktoken.Encoding:
     return encoding
 
 
-def warm_encodings(models: Iterable[str]) -> None:
+def warm_encodings(models: Iterable[str], *, fallback: bool = False) -> None:
     """Build the tokenizers these model names count with, now: tiktoken takes ~0.4 s to build
-    o200k_base, which the first request would otherwise wait for."""
+    o200k_base, which the first request would otherwise wait for. ``fallback``: also the one
+    every other model counts with (cl100k_base)."""
+    if fallback:
+        _release_ranks(tiktoken.get_encoding(FALLBACK_ENCODING))
     for model in dict.fromkeys(models):
         _encoding_for(model)
 

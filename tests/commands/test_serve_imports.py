@@ -97,3 +97,32 @@ def test_serve_reports_a_database_it_cannot_migrate_in_one_line() -> None:
     assert result.returncode == 2
     assert result.stderr.startswith("contextgate: cannot migrate the database: ")
     assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+ORDER_PROBE = (
+    "import sys, uvicorn, tiktoken.registry, app.cli\n"
+    "def run(*args, **kwargs):\n"
+    "    built = tiktoken.registry.ENCODINGS.get('cl100k_base')\n"
+    "    print('app' if 'app.main' in sys.modules else 'no-app',\n"
+    "          'built' if built is not None else 'not-built',\n"
+    "          'ranks' if hasattr(built, '_mergeable_ranks') else 'no-ranks')\n"
+    "uvicorn.run = run\n"
+    "app.cli.main()\n"
+)
+
+
+def test_serve_builds_its_tokenizer_before_the_app_is_imported(tmp_path: Path) -> None:
+    """tiktoken's dict of ranks lives beside the built tokenizer for a moment (~15 MB): built
+    after the app's imports, on the first request, that moment was the server's peak memory."""
+    result = subprocess.run(
+        [sys.executable, "-", "serve"],
+        input=ORDER_PROBE,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "CONTEXTGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/o.db"},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["no-app", "built", "no-ranks"]
