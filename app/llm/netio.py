@@ -29,8 +29,6 @@ from httpcore import (
     WriteError,
     WriteTimeout,
 )
-from httpcore._async.http11 import AsyncHTTP11Connection
-from httpcore._async.interfaces import AsyncConnectionInterface
 
 __all__ = ["AsyncioBackend", "AsyncioTransport"]
 
@@ -296,7 +294,7 @@ class _Connection(httpcore.AsyncHTTPConnection):
 
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
         connection = self._connection
-        if type(connection) is AsyncHTTP11Connection:
+        if type(connection) is httpcore.AsyncHTTP11Connection:
             lock: object = connection._state_lock
             if not isinstance(lock, _Lock):
                 connection._state_lock = _Lock()  # type: ignore[assignment]
@@ -314,7 +312,7 @@ class _ConnectionPool(httpcore.AsyncConnectionPool):
     connection opens no cancel scope, and connections are :class:`_Connection`.
     """
 
-    def create_connection(self, origin: httpcore.Origin) -> AsyncConnectionInterface:
+    def create_connection(self, origin: httpcore.Origin) -> httpcore.AsyncConnectionInterface:
         if self._proxy is not None:
             return super().create_connection(origin)
         return _Connection(
@@ -330,8 +328,8 @@ class _ConnectionPool(httpcore.AsyncConnectionPool):
             socket_options=self._socket_options,
         )
 
-    def _assign_requests_to_connections(self) -> list[AsyncConnectionInterface]:
-        closing: list[AsyncConnectionInterface] = []
+    def _assign_requests_to_connections(self) -> list[httpcore.AsyncConnectionInterface]:
+        closing: list[httpcore.AsyncConnectionInterface] = []
         connections = self._connections
         for connection in list(connections):
             if connection.is_closed():
@@ -368,7 +366,7 @@ class _ConnectionPool(httpcore.AsyncConnectionPool):
                     pool_request.assign_to_connection(connection)
         return closing
 
-    async def _close_connections(self, closing: list[AsyncConnectionInterface]) -> None:
+    async def _close_connections(self, closing: list[httpcore.AsyncConnectionInterface]) -> None:
         if closing:
             await super()._close_connections(closing)
 
