@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
@@ -40,7 +41,7 @@ async def chat_completions(
         request,
         state,
         caller,
-        body.model_dump(mode="json"),
+        partial(body.model_dump, mode="json"),
         idempotency_key,
         lambda: _answer(state, context),
     )

@@ -28,6 +28,12 @@ _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("preference", ("prefer", "like", "love", "hate", "dislike", "favorite", "favourite")),
     ("fact", ("must", "deadline", "always", "never", "need", "budget", "remember", "important")),
 )
+# One pattern per kind, compiled once: any of its words, whole (a sentence used to build and
+# look up a pattern per word, twenty-two per sentence of every summarized message).
+_KIND_PATTERNS = tuple(
+    (kind, re.compile(r"\b(?:" + "|".join(re.escape(word) for word in words) + r")\b"))
+    for kind, words in _KINDS
+)
 _NUMBER = re.compile(r"\d")
 
 
@@ -57,8 +63,8 @@ def _first_sentence(text: str) -> str:
 
 def _kind(sentence: str) -> str | None:
     lowered = sentence.lower()
-    for kind, words in _KINDS:
-        if any(re.search(rf"\b{re.escape(word)}\b", lowered) for word in words):
+    for kind, pattern in _KIND_PATTERNS:
+        if pattern.search(lowered):
             return kind
     return "fact" if _NUMBER.search(sentence) else None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -153,17 +153,32 @@ def model_label(name: str) -> str:
     return "other"
 
 
+# The labelled child of each (metric, label values) once made: prometheus_client's ``labels``
+# checks and converts the values and takes a lock on every call, a dozen times per chat
+# request. The label values are bounded (model_label, route templates, fixed kinds).
+_children: dict[tuple[object, ...], Any] = {}
+
+
+def _child(metric: Counter | Histogram, *values: str) -> Any:
+    """``metric.labels(*values)``, made once."""
+    key = (metric, *values)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*values)
+    return child
+
+
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
 
 def record_http(method: str, route: str, status: int, seconds: float) -> None:
     labels = (method if method in _METHODS else "OTHER", route, str(status))
-    HTTP_REQUESTS.labels(*labels).inc()
-    HTTP_LATENCY.labels(*labels).observe(seconds)
+    _child(HTTP_REQUESTS, *labels).inc()
+    _child(HTTP_LATENCY, *labels).observe(seconds)
 
 
 def record_upstream(model: str, outcome: str, seconds: float) -> None:
-    UPSTREAM_LATENCY.labels(model_label(model), outcome).observe(seconds)
+    _child(UPSTREAM_LATENCY, model_label(model), outcome).observe(seconds)
 
 
 def _int(value: object) -> int:
@@ -254,40 +269,40 @@ def record_chat(utilization: Utilization, status: str, figures: ChatFigures) -> 
     prompt_tokens, completion_tokens = figures.prompt_tokens, figures.completion_tokens
     full_context_tokens = figures.full_context_tokens
     model = model_label(str(utilization.model_name))
-    CHAT_REQUESTS.labels(model, str(utilization.strategy), status).inc()
-    TOKENS.labels(model, "prompt").inc(max(prompt_tokens, 0))
-    TOKENS.labels(model, "completion").inc(max(completion_tokens, 0))
+    _child(CHAT_REQUESTS, model, str(utilization.strategy), status).inc()
+    _child(TOKENS, model, "prompt").inc(max(prompt_tokens, 0))
+    _child(TOKENS, model, "completion").inc(max(completion_tokens, 0))
     parts = utilization.breakdown
     saved = max(full_context_tokens - (parts.system + parts.history + parts.current), 0)
     chars_saved = 0
     for artifact in utilization.artifacts_processed:
         if artifact.carried:  # decided on an earlier call, counted then
             continue
-        ARTIFACTS.labels(str(artifact.strategy)).inc()
+        _child(ARTIFACTS, str(artifact.strategy)).inc()
         chars_saved += max(artifact.original_size_chars - artifact.processed_size_chars, 0)
     compaction = utilization.compaction or {}
     compacted = max(_int(compaction.get("tokens_before")) - _int(compaction.get("tokens_after")), 0)
-    TOKENS_SAVED.labels(model).inc(saved + chars_saved // 4 + compacted)
+    _child(TOKENS_SAVED, model).inc(saved + chars_saved // 4 + compacted)
     if utilization.cache_stats.rebased:
-        PROMPT_REBASES.labels(model).inc()
+        _child(PROMPT_REBASES, model).inc()
     if utilization.thinking_disabled:
-        THINKING_DISABLED.labels(model).inc()
+        _child(THINKING_DISABLED, model).inc()
     if utilization.llm_planning_used:
-        PLANNER_CALLS.labels(model).inc()
+        _child(PLANNER_CALLS, model).inc()
     notes = [str(note).lower() for note in utilization.notes]
     if notes:
-        DEGRADED.labels(model).inc()
+        _child(DEGRADED, model).inc()
     if any("plan" in note for note in notes):
-        PLANNER_FALLBACKS.labels(model).inc()
+        _child(PLANNER_FALLBACKS, model).inc()
     if utilization.cache_stats.hits:
-        SUMMARY_CACHE.labels("hit").inc(utilization.cache_stats.hits)
+        _child(SUMMARY_CACHE, "hit").inc(utilization.cache_stats.hits)
     if utilization.cache_stats.misses:
-        SUMMARY_CACHE.labels("miss").inc(utilization.cache_stats.misses)
+        _child(SUMMARY_CACHE, "miss").inc(utilization.cache_stats.misses)
     if utilization.compaction:
-        COMPACTIONS.labels(model).inc()
-    COST.labels(model, "prompt").inc(max(figures.prompt_cost, 0.0))
-    COST.labels(model, "completion").inc(max(figures.completion_cost, 0.0))
-    COST.labels(model, "planning").inc(max(figures.planning_cost, 0.0))
+        _child(COMPACTIONS, model).inc()
+    _child(COST, model, "prompt").inc(max(figures.prompt_cost, 0.0))
+    _child(COST, model, "completion").inc(max(figures.completion_cost, 0.0))
+    _child(COST, model, "planning").inc(max(figures.planning_cost, 0.0))
     _record_prompt_cache(model, utilization.cache_stats)
 
 
@@ -301,17 +316,17 @@ def _record_prompt_cache(model: str, stats: CacheFigures) -> None:
     }
     for kind, count in tokens.items():
         if count > 0:
-            PROMPT_CACHE_TOKENS.labels(model, kind).inc(count)
+            _child(PROMPT_CACHE_TOKENS, model, kind).inc(count)
     for kind, usd in (("read", stats.cache_read_cost), ("write", stats.cache_write_cost)):
         if usd > 0:
-            PROMPT_CACHE_COST.labels(model, kind).inc(usd)
+            _child(PROMPT_CACHE_COST, model, kind).inc(usd)
 
 
 def record_embeddings(model: str, tokens: int, cost: float) -> None:
     """A ``POST /v1/embeddings`` call: its input tokens and cost, beside chat's."""
     label = model_label(model)
-    TOKENS.labels(label, "prompt").inc(max(tokens, 0))
-    COST.labels(label, "prompt").inc(max(cost, 0.0))
+    _child(TOKENS, label, "prompt").inc(max(tokens, 0))
+    _child(COST, label, "prompt").inc(max(cost, 0.0))
 
 
 def render() -> bytes:

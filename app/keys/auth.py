@@ -80,9 +80,12 @@ async def authenticate(request: Request, state: Gate) -> Caller:
     raise Unauthorized("Incorrect API key provided.")
 
 
-async def get_caller(request: Request, state: Annotated[Gate, Depends(get_gate)]) -> Caller:
+async def get_caller(request: Request) -> Caller:
     """Every authenticated endpoint's dependency (``CallerDep``): failed-auth
-    throttling per client address, the key, then the key's requests-per-minute limit."""
+    throttling per client address, the key, then the key's requests-per-minute limit.
+    The state is read here rather than through ``get_gate``: a nested dependency is one more
+    round of FastAPI's dependency solving on every request."""
+    state: Gate = request.app.state.contextgate
     address = client_address(request)
     state.auth_throttle.check(address)
     try:

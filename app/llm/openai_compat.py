@@ -20,6 +20,7 @@ import logging
 import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import cast
 
 import httpx
@@ -94,6 +95,49 @@ _HEADERS = {
 }
 
 
+def _headers(deployment: Deployment) -> httpx.Headers:
+    headers = httpx.Headers(_HEADERS)
+    api_key = deployment.params.get("api_key")
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    organization = deployment.params.get("organization")
+    if organization:
+        headers["openai-organization"] = str(organization)
+    # Configured headers win, whatever their case (an `Authorization` replaces the key's).
+    headers.update(cast("Mapping[str, str]", deployment.params.get("extra_headers") or {}))
+    return headers
+
+
+def _url(deployment: Deployment, path: str) -> str:
+    return str(deployment.params["api_base"]).rstrip("/") + path
+
+
+# Distinct (api_base, key, organization, headers) kept by one transport: a bound on what a
+# router that makes up deployments could make it hold.
+_TARGETS_MAX = 256
+_MISSING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """A request's URL and headers but its Content-Length, as ``httpx.Request`` makes them
+    from ``content=``: Host first (unless configured), Content-Length last. Parsing the URL
+    and normalizing the headers on every call cost more than the rest of building it."""
+
+    url: httpx.URL
+    headers: httpx.Headers
+
+    @classmethod
+    def of(cls, deployment: Deployment, path: str) -> _Target | None:
+        url = httpx.URL(_url(deployment, path))
+        headers = _headers(deployment)
+        if "Content-Length" in headers or "Transfer-Encoding" in headers:
+            return None  # framing configured by hand: httpx.Request decides, per call
+        if "Host" not in headers and url.host:
+            headers = httpx.Headers([(b"Host", url.netloc), *headers.raw])
+        return cls(url, headers)
+
+
 class OpenAICompatTransport:
     """POSTs ``/chat/completions`` bodies; one connection pool for every deployment."""
 
@@ -112,6 +156,7 @@ class OpenAICompatTransport:
         self._client: httpx.AsyncClient | None = None
         if urllib.request.getproxies():
             self._client = httpx.AsyncClient(limits=limits, follow_redirects=False)
+        self._targets: dict[tuple[object, ...], _Target | None] = {}
 
     async def aclose(self) -> None:
         await self._pool.aclose()
@@ -154,23 +199,57 @@ class OpenAICompatTransport:
     def _post(
         self, deployment: Deployment, path: str, body: JSONObject, timeout: httpx.Timeout
     ) -> httpx.Request:
-        headers = httpx.Headers(_HEADERS)
-        api_key = deployment.params.get("api_key")
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
-        organization = deployment.params.get("organization")
-        if organization:
-            headers["openai-organization"] = str(organization)
-        # Configured headers win, whatever their case (an `Authorization` replaces the key's).
-        headers.update(cast("Mapping[str, str]", deployment.params.get("extra_headers") or {}))
-        url = str(deployment.params["api_base"]).rstrip("/") + path
-        return httpx.Request(
+        content = orjson.dumps(body)
+        extensions = {"timeout": timeout.as_dict()}
+        target = self._target(deployment, path)
+        if target is None:
+            return httpx.Request(
+                "POST",
+                _url(deployment, path),
+                content=content,
+                headers=_headers(deployment),
+                extensions=extensions,
+            )
+        headers = httpx.Headers(target.headers)
+        headers["Content-Length"] = str(len(content))
+        request = httpx.Request(
             "POST",
-            url,
-            content=orjson.dumps(body),
+            target.url,
             headers=headers,
-            extensions={"timeout": timeout.as_dict()},
+            stream=httpx.ByteStream(content),
+            extensions=extensions,
         )
+        request.read()  # ``request.content``, as for a request built with ``content=``
+        return request
+
+    def _target(self, deployment: Deployment, path: str) -> _Target | None:
+        """The URL and headers of ``path`` on the deployment, built once per distinct
+        api_base, key, organization and configured headers (deployments made per request
+        for ``CONTEXTGATE_UPSTREAM_BASE_URL`` share theirs); None: built per call."""
+        params = deployment.params
+        extra = params.get("extra_headers") or {}
+        if not isinstance(extra, Mapping):
+            return None
+        key = (
+            path,
+            params.get("api_base"),
+            params.get("api_key"),
+            params.get("organization"),
+            tuple(extra.items()),
+        )
+        # Strings only, as a config gives them: with 1 == True == 1.0, other values could make
+        # two different sets of headers one key.
+        if not (
+            all(type(part) is str or part is None for part in key[1:4])
+            and all(type(name) is str and type(value) is str for name, value in key[4])
+        ):
+            return None
+        target = self._targets.get(key, _MISSING)
+        if target is _MISSING:
+            if len(self._targets) >= _TARGETS_MAX:
+                self._targets.clear()
+            target = self._targets[key] = _Target.of(deployment, path)
+        return cast("_Target | None", target)
 
     async def complete(
         self,

@@ -11,6 +11,7 @@ betas: contextgate does the editing itself, app/messages/context_editing.py).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
@@ -102,7 +103,7 @@ async def create_message(
         request,
         state,
         caller,
-        body.model_dump(mode="json"),
+        partial(body.model_dump, mode="json"),
         idempotency_key,
         lambda: _answer(state, context, report),
     )

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
@@ -181,5 +182,5 @@ async def compact_response(
         headers = {"X-Conversation-Id": compacted.conversation_id}
         return json_response(payload, headers=headers)
 
-    payload = body.model_dump(mode="json")
+    payload = partial(body.model_dump, mode="json")
     return await guarded(request, state, caller, payload, idempotency_key, answer)

@@ -46,7 +46,7 @@ async def create_response(
     if body.conversation_id is None and x_conversation_id:
         body.conversation_id = x_conversation_id
     if isinstance(body.input, list) and trigger_index(body.input) is not None:
-        payload = body.model_dump(mode="json")
+        payload = partial(body.model_dump, mode="json")
         answer = partial(answer_trigger, request, state, caller, body)
         return await guarded(request, state, caller, payload, idempotency_key, answer)
     notes: list[str] = []
@@ -70,7 +70,7 @@ async def create_response(
         request,
         state,
         caller,
-        body.model_dump(mode="json"),
+        partial(body.model_dump, mode="json"),
         idempotency_key,
         lambda: _answer(state, context, new),
     )

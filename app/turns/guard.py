@@ -30,7 +30,8 @@ async def guarded(
     request: Request,
     state: AppState,
     caller: Caller,
-    payload: Mapping[str, object],  # the door's request, for the Idempotency-Key fingerprint
+    # The door's request (for the Idempotency-Key fingerprint): dumped only when a key came.
+    payload: Callable[[], Mapping[str, object]],
     idempotency_key: str | None,
     answer: Callable[[], Awaitable[Response]],
 ) -> Response:
@@ -42,7 +43,7 @@ async def guarded(
                 state.database,
                 caller.tenant_id,
                 idempotency_key,
-                request_fingerprint(payload),
+                request_fingerprint(payload()),
                 stale_after_s=state.settings.request_timeout_s + 60,
             )
             if isinstance(outcome, Response):

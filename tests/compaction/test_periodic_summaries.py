@@ -3,12 +3,14 @@ summary, marked as such, when the summarizer fails."""
 
 from __future__ import annotations
 
+import random
+import re
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-from app.compaction.rule_summary import rule_based_summary
+from app.compaction.rule_summary import _KINDS, _kind, rule_based_summary
 from app.core.settings import Settings
 from tests.fake_upstream import FakeUpstream
 from tests.memories.helpers import SUMMARY, app_state, chat, drain, upstream_chats
@@ -164,3 +166,27 @@ def test_rule_based_summary_pairs_questions_with_answers_and_keeps_unanswered_on
     assert summary.facts == [
         {"fact": "Never deploy on Mondays, remember that.", "type": "fact", "importance": 6}
     ]
+
+
+def test_key_point_kinds_match_any_listed_word_whole() -> None:
+    """One compiled pattern per kind says what a search per word said: the first kind with a
+    whole listed word, else "fact" for a number, else none."""
+
+    def word_by_word(sentence: str) -> str | None:  # the per-word rule the patterns replace
+        lowered = sentence.lower()
+        for kind, words in _KINDS:
+            if any(re.search(rf"\b{re.escape(word)}\b", lowered) for word in words):
+                return kind
+        return "fact" if re.search(r"\d", sentence) else None
+
+    pieces = [
+        "We decided", "I prefer", "likewise", "alike", "I like-it", "will use", "will user",
+        "going with", "going without", "needs", "NEED", "never!", "budget:", "the 3rd",
+        "favourite", "hates", "(must)", "remembering", "Important.", "chose", "choosen",
+        "we agreed", "disliked", "plain words", "", " ",
+    ]  # fmt: skip
+    sentences = [*pieces, *(f"{a} {b}" for a in pieces for b in pieces)]
+    random.seed(7)
+    sentences += [" ".join(random.choices(pieces, k=4)) for _ in range(500)]
+    for sentence in sentences:
+        assert _kind(sentence) == word_by_word(sentence), sentence

@@ -199,3 +199,16 @@ def test_client_chosen_labels_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     assert value(after, "contextgate_http_requests_total", method="OTHER", route="unmatched") == (
         value(before, "contextgate_http_requests_total", method="OTHER", route="unmatched") + 1
     )
+
+
+def test_a_labelled_child_is_made_once_and_keeps_counting() -> None:
+    """``record_*`` keep each (metric, labels) child; what they count is what ``labels`` would."""
+    route = "/v1/test-children"
+    before = parse(generate_latest().decode())
+    for _ in range(3):
+        metrics.record_http("POST", route, 200, 0.01)
+    after = parse(generate_latest().decode())
+    count = value(after, "contextgate_http_requests_total", method="POST", route=route)
+    assert count == value(before, "contextgate_http_requests_total", method="POST", route=route) + 3
+    child = metrics._children[(metrics.HTTP_REQUESTS, "POST", route, "200")]
+    assert child is metrics.HTTP_REQUESTS.labels("POST", route, "200")

@@ -14,7 +14,14 @@ import httpx
 import pytest
 import trustme
 
-from app.llm.netio import AsyncioBackend, AsyncioStream, AsyncioTransport
+from app.llm.netio import (
+    AsyncioBackend,
+    AsyncioStream,
+    AsyncioTransport,
+    _Connection,
+    _ConnectionPool,
+    _Lock,
+)
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -239,3 +246,69 @@ async def test_an_unread_response_is_buffered_up_to_the_high_water_mark() -> Non
             received += len(await stream.read(65_536, timeout=2))
         assert received == len(payload)
         await stream.aclose()
+
+
+# --- the pool (_ConnectionPool): same decisions as httpcore's, asyncio locks ---------------------
+
+
+async def test_the_pool_and_its_connections_are_the_lean_ones() -> None:
+    async with serve(echo) as (port, _):
+        transport = AsyncioTransport()
+        async with httpx.AsyncClient(transport=transport, trust_env=False) as http:
+            await http.post(f"http://127.0.0.1:{port}/", content=b"a")
+            await http.post(f"http://127.0.0.1:{port}/", content=b"b")  # the lock is swapped
+            pool = transport._pool
+            assert type(pool) is _ConnectionPool
+            (connection,) = pool.connections
+            assert type(connection) is _Connection
+            assert type(connection._request_lock) is _Lock
+            assert type(connection._connection._state_lock) is _Lock  # type: ignore[union-attr]
+
+
+async def test_requests_past_max_connections_queue_and_all_complete() -> None:
+    """Twelve concurrent requests on at most three connections, each a few at a time: every
+    one answered with its own body, never a fourth connection."""
+
+    async def slow_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            body = await read_request(reader)
+            await asyncio.sleep(0.01)
+            writer.write(response(body))
+            await writer.drain()
+
+    limits = httpx.Limits(max_connections=3, max_keepalive_connections=3)
+    async with serve(slow_echo) as (port, accepted), client(limits=limits) as http:
+
+        async def one(index: int) -> bytes:
+            answer = await http.post(f"http://127.0.0.1:{port}/", content=b"n%d" % index)
+            return answer.content
+
+        answers = await asyncio.gather(*(one(index) for index in range(12)))
+        assert answers == [b"n%d" % index for index in range(12)]
+    assert len(accepted) == 3
+
+
+async def test_idle_connections_past_the_keepalive_limit_are_closed() -> None:
+    """httpcore's rule, kept: once requests are done, connections beyond
+    ``max_keepalive_connections`` are closed (the pool counts every connection)."""
+
+    async def slow_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            body = await read_request(reader)
+            await asyncio.sleep(0.02)
+            writer.write(response(body))
+            await writer.drain()
+
+    transport = AsyncioTransport(
+        limits=httpx.Limits(max_connections=4, max_keepalive_connections=1)
+    )
+    async with (
+        serve(slow_echo) as (port, accepted),
+        httpx.AsyncClient(transport=transport, trust_env=False) as http,
+    ):
+        url = f"http://127.0.0.1:{port}/"
+        await asyncio.gather(*(http.post(url, content=b"x") for _ in range(4)))
+        assert len(accepted) == 4
+        assert len(transport._pool.connections) == 1  # type: ignore[attr-defined]
+        assert (await http.post(url, content=b"again")).content == b"again"
+        assert len(accepted) == 4  # the kept connection served it

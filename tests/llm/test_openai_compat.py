@@ -18,7 +18,7 @@ import respx
 import app  # noqa: F401  (offline defaults before litellm)
 from app.core.errors import ContextLengthExceeded, RateLimited
 from app.llm.client import LLMClient
-from app.llm.openai_compat import OpenAICompatTransport, is_direct
+from app.llm.openai_compat import OpenAICompatTransport, _headers, is_direct
 from app.llm.routing import Deployment, ModelRouter
 from tests.support.openai_compat import BASE, KEY, MESSAGES, MODEL, URL, USAGE, chunk, failure, sse
 
@@ -119,6 +119,67 @@ async def test_completion_through_the_client(
     assert result.response["choices"][0]["message"]["reasoning_content"] == "thought"
     assert result.response["choices"][0]["finish_reason"] == "stop"
     assert route.calls.last.request.headers["authorization"] == f"Bearer {KEY}"
+
+
+# --- the request's URL and headers, built once per api_base / key / headers ----------------------
+
+
+def _as_httpx_builds_it(target: Deployment, body: dict[str, Any]) -> httpx.Request:
+    """The request as httpx makes it from ``content=`` (what ``_post`` built on every call
+    before its URL and headers were kept per target)."""
+    return httpx.Request(
+        "POST",
+        str(target.params["api_base"]).rstrip("/") + "/chat/completions",
+        content=orjson.dumps(body),
+        headers=_headers(target),
+        extensions={"timeout": httpx.Timeout(7).as_dict()},
+    )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"api_base": BASE + "/", "api_key": KEY, "organization": "org-1",
+         "extra_headers": {"X-Vendor": "v1", "Authorization": "Bearer configured"}},
+        {"api_base": BASE},
+        {"api_base": "http://upstream.test:8080/v1", "extra_headers": {"Host": "other.test"}},
+        {"api_base": BASE, "extra_headers": {"Content-Length": "3"}},  # built per call
+        {"api_base": BASE, "api_key": 12345},  # not a string: built per call
+    ],
+)  # fmt: skip
+async def test_a_request_goes_out_as_httpx_builds_it(params: dict[str, Any]) -> None:
+    transport = OpenAICompatTransport()
+    target = deployment(**params)
+    for body in ({"model": MODEL, "messages": MESSAGES}, {"model": MODEL, "messages": []}):
+        sent = transport._post(target, "/chat/completions", body, httpx.Timeout(7))
+        expected = _as_httpx_builds_it(target, body)
+        assert sent.method == expected.method
+        assert str(sent.url) == str(expected.url)
+        assert sent.headers.raw == expected.headers.raw  # names, case, order, Content-Length
+        assert sent.content == expected.content
+        assert sent.extensions == expected.extensions
+    await transport.aclose()
+
+
+async def test_deployments_share_a_target_only_with_the_same_key() -> None:
+    """Deployments made per request (CONTEXTGATE_UPSTREAM_BASE_URL) share one; another key
+    or another header never gets the first one's."""
+    transport = OpenAICompatTransport()
+    body = {"model": MODEL, "messages": MESSAGES}
+
+    def authorization(**params: Any) -> str | None:
+        request = transport._post(deployment(**params), "/chat/completions", body, httpx.Timeout(5))
+        return request.headers.get("authorization")
+
+    assert authorization(api_base=BASE, api_key="sk-a") == "Bearer sk-a"
+    assert authorization(api_base=BASE, api_key="sk-a") == "Bearer sk-a"
+    assert len(transport._targets) == 1
+    assert authorization(api_base=BASE, api_key="sk-b") == "Bearer sk-b"
+    assert authorization(api_base=BASE) is None
+    assert authorization(api_base=BASE, api_key="sk-a", extra_headers={"authorization": "x"}) == "x"
+    assert authorization(api_base=BASE, api_key="sk-a") == "Bearer sk-a"
+    assert len(transport._targets) == 4
+    await transport.aclose()
 
 
 # --- errors -------------------------------------------------------------------------------------

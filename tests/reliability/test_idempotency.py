@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
+from starlette.responses import Response
 
 from app.core.settings import Settings
+from app.keys.caller import DEFAULT_TENANT, Caller
+from app.keys.limits import Reservation
+from app.turns.guard import guarded
 from tests.fake_upstream import FakeUpstream
 
 BODY = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "once"}]}
@@ -96,3 +101,22 @@ async def test_keys_are_scoped_per_tenant(
         answers.append(response.json()["conversation_id"])
     assert answers[0] != answers[1]
     assert fake_upstream.stats()["calls"] == 2
+
+
+async def test_the_request_is_dumped_for_its_fingerprint_only_with_a_key() -> None:
+    """``guarded`` takes the door's request as a callable: without an Idempotency-Key there
+    is nothing to fingerprint, and the request is not dumped (a pydantic dump per request)."""
+
+    async def admit(caller: Caller) -> Reservation:
+        return Reservation()
+
+    def payload() -> dict[str, object]:
+        raise AssertionError("dumped without an Idempotency-Key")
+
+    async def answer() -> Response:
+        return Response(b"ok")
+
+    state: Any = SimpleNamespace(limits=SimpleNamespace(admit=admit))
+    request: Any = None
+    response = await guarded(request, state, Caller(DEFAULT_TENANT), payload, None, answer)
+    assert response.body == b"ok"

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import get_dependant
 from fastapi.routing import APIRoute
 
 from app.core.settings import Settings
@@ -23,6 +24,12 @@ def _auth(key: str) -> dict[str, str]:
 
 def _uses_caller(dependant: Dependant) -> bool:
     return dependant.call is get_caller or any(_uses_caller(d) for d in dependant.dependencies)
+
+
+def test_the_caller_dependency_solves_nothing_below_it() -> None:
+    """``CallerDep`` reads the state itself: FastAPI solves no nested dependency for it on
+    every authenticated request."""
+    assert get_dependant(path="/", call=get_caller).dependencies == []
 
 
 def _api_routes(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, APIRoute]]:
