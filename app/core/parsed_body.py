@@ -1,8 +1,8 @@
 """A JSON body is parsed once: the route gets what the body check already parsed.
 
-``TextCheckMiddleware`` (app/core/textcheck.py) parses a body with many brackets (an agent's
-whole history, ~700 KiB) with orjson to measure its nesting and leaves the value in the ASGI
-scope; FastAPI would parse the same bytes again with the stdlib (~1.3 ms for 700 KiB). The
+``TextCheckMiddleware`` (app/core/textcheck.py) parses a JSON body with orjson to check it
+(nesting, NUL, 64-bit integers) and leaves the value in the ASGI scope; FastAPI would parse the
+same bytes again with the stdlib (~1.3 ms for an agent's 700 KiB history). The
 routes of the doors use ``ParsedJSONRoute`` (FastAPI's documented custom route class), whose
 requests answer ``json()`` with that value. Whatever orjson refused (NaN, a lone surrogate, an
 integer past 64 bits) was not left there, and is parsed by the stdlib as before.

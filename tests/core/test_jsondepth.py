@@ -1,4 +1,5 @@
-"""app/core/jsondepth.py: the byte-level nesting check agrees with the parsed value's depth."""
+"""The nesting check: the walk over what orjson parsed (app/core/textcheck.py) and the byte-level
+scan for what it refuses (app/core/jsondepth.py) both agree with the parsed value's depth."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.core.jsondepth import nesting_exceeds, scan_exceeds
+from app.core.jsondepth import scan_exceeds
+from app.core.textcheck import RequestRejected, check_json_body
 
 # Strings full of brackets, quotes and backslashes: none of them is nesting.
 TRICKY = st.text(st.sampled_from('[]{}"\\ab'), max_size=8)
@@ -17,6 +19,15 @@ VALUES = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(TRICKY, children, max_size=3),
     max_leaves=30,
 )
+
+
+def nesting_exceeds(raw: bytes, limit: int) -> bool:
+    """What the body check decides about the nesting of ``raw``."""
+    try:
+        check_json_body(raw, limit)
+    except RequestRejected as refused:
+        return refused.error.code == "json_too_deep"
+    return False
 
 
 def _depth(value: Any) -> int:
