@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 _SYSTEM_ROLES = ("system", "developer")
+# How many of the incoming sequence's last heads are looked up first (``_match_by_prefix``).
+RECENT_HEADS = 8
 
 
 def _cache_values(state: CacheState) -> dict[str, int]:
@@ -122,7 +124,32 @@ class ConversationService:
         self, session: AsyncSession, tenant_id: str, incoming_hashes: list[str]
     ) -> ResolvedConversation:
         chain = chain_hashes(incoming_hashes)
-        candidates = await repository.find_by_heads(session, tenant_id, chain)
+        # The longest stored match decides. An agent's is a few messages short of what it
+        # resends (its last call's answer and tool results are new): the last heads are looked
+        # up first, in a statement of a fixed shape that SQLite keeps prepared; a match there
+        # is longer than any the earlier heads could give, so those are read only without one.
+        recent = len(chain) - RECENT_HEADS
+        best = self._longest(
+            chain, await repository.find_by_heads(session, tenant_id, chain[max(recent, 0) :])
+        )
+        if not best and recent > 0:
+            best = self._longest(
+                chain, await repository.find_by_heads(session, tenant_id, chain[:recent])
+            )
+        if len(best) == 1:
+            found, ledger = best[0]
+            return ResolvedConversation(
+                found.id, found, found.message_count, ledger_row=ledger, ledger_read=True
+            )
+        # No match, or an ambiguous one: a new conversation.
+        return ResolvedConversation(new_id("conv"), None, 0)
+
+    @staticmethod
+    def _longest(
+        chain: list[str], candidates: list[tuple[Conversation, PromptLedgerRow | None]]
+    ) -> list[tuple[Conversation, PromptLedgerRow | None]]:
+        """The candidates whose whole stored sequence begins ``chain``, longest only (more
+        than one: ambiguous)."""
         best: list[tuple[Conversation, PromptLedgerRow | None]] = []
         for candidate, ledger in candidates:
             count = candidate.message_count
@@ -132,13 +159,7 @@ class ConversationService:
                 best = [(candidate, ledger)]
             elif count == best[0][0].message_count:
                 best.append((candidate, ledger))
-        if len(best) == 1:
-            found, ledger = best[0]
-            return ResolvedConversation(
-                found.id, found, found.message_count, ledger_row=ledger, ledger_read=True
-            )
-        # No match, or an ambiguous one: a new conversation.
-        return ResolvedConversation(new_id("conv"), None, 0)
+        return best
 
     async def append(
         self,

@@ -7,7 +7,9 @@ from __future__ import annotations
 import orjson
 from sqlalchemy import event
 
+from app.conversations.fingerprint import chain_hashes
 from app.conversations.repository import conversation_repository
+from app.conversations.service import conversation_service
 from app.core.database import create_database
 from app.db.models import Conversation, ConversationSummaryRow, PromptLedgerRow
 from app.turns.ledger_repository import complete_ledger
@@ -132,5 +134,43 @@ async def test_matching_by_prefix_reads_each_candidate_with_its_ledger(database_
         assert ledger is not None
         assert ledger.epoch == 3
         assert by_id["conv_b"] is None
+    finally:
+        await database.dispose()
+
+
+async def test_the_longest_stored_prefix_wins_wherever_it_ends(database_url: str) -> None:
+    """The last heads are looked up first (an agent's stored conversation ends a few messages
+    short of what it resends), the earlier ones only without a match there: the longest
+    stored prefix is found wherever it ends, and two of the same length are ambiguous."""
+    hashes = [f"m{index}" for index in range(20)]
+    chain = chain_hashes(hashes)
+    incoming = [{"role": "user", "content": text} for text in hashes]
+    database = create_database(database_url)
+
+    def conversation(conversation_id: str, count: int, tenant: str = "t1") -> Conversation:
+        return Conversation(
+            id=conversation_id, tenant_id=tenant, head_hash=chain[count - 1], message_count=count
+        )
+
+    async def resolve() -> tuple[str | None, int]:
+        statements.clear()
+        async with database.reading() as session:
+            found = await conversation_service.resolve(session, "t1", incoming, hashes, None)
+        return (found.conversation.id if found.conversation else None), len(statements)
+
+    statements: list[str] = []
+    try:
+        async with database.writing() as session:
+            session.add_all([conversation("early", 3), conversation("theirs", 18, tenant="t2")])
+        event.listen(
+            database.engine.sync_engine, "before_cursor_execute", lambda *_: statements.append("")
+        )
+        assert await resolve() == ("early", 2)  # found among the earlier heads
+        async with database.writing() as session:
+            session.add(conversation("late", 17))
+        assert await resolve() == ("late", 1)  # the longer one, in one statement
+        async with database.writing() as session:
+            session.add(conversation("late_twin", 17))
+        assert await resolve() == (None, 1)  # ambiguous: a new conversation
     finally:
         await database.dispose()
