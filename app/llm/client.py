@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import httpx
+import orjson
 
 from app.core import metrics
 from app.core.errors import ContextGateError, UpstreamError
@@ -48,6 +49,12 @@ def _litellm() -> ModuleType:
     fastpath.install()  # idempotent: its logging, pricing and the SDK's body walk (fastpath.py)
     fastpath.internal_call()
     return litellm
+
+
+def litellm_copy(messages: Sequence[Mapping[str, object]]) -> list[dict[str, Any]]:
+    """The messages as litellm's own: its provider translations may change a message in place,
+    and the prompt's messages are shared with the ledger's memory (app/turns/ledger_parts.py)."""
+    return cast(list[dict[str, Any]], orjson.loads(orjson.dumps(list(messages))))
 
 
 @dataclass(slots=True)
@@ -182,7 +189,7 @@ class LLMClient:
             else:
                 raw = await _litellm().acompletion(
                     model=deployment.litellm_model,
-                    messages=messages,
+                    messages=litellm_copy(messages),
                     **self._call_kwargs(deployment, params or {}, timeout, headers),
                 )
             response = normalize_completion(raw, model_name)
@@ -284,7 +291,10 @@ class LLMClient:
                     kwargs = self._call_kwargs(deployment, params or {}, timeout, headers)
                     kwargs["stream_options"] = {"include_usage": True}
                     response = await _litellm().acompletion(
-                        model=deployment.litellm_model, messages=messages, stream=True, **kwargs
+                        model=deployment.litellm_model,
+                        messages=litellm_copy(messages),
+                        stream=True,
+                        **kwargs,
                     )
                 opened.append(response.__aiter__())
                 try:

@@ -6,24 +6,37 @@ append-only write saved. The newest part names the chain hash of the prompt it e
 the parts remembered here are used only when they end on that hash: another worker's write,
 or a rebase, is never mistaken for this process's memory. Bounded by bytes, least recently
 used out.
+
+Each remembered part's messages are kept decoded too, once a read has decoded them (parsing an
+agent's ~700 KiB prompt took ~0.5 ms a call): the ledger hands out these same message objects
+on every call, so nothing on the way upstream may change a message in place (the prompt's
+stages replace a message they mark; litellm gets a copy: app/llm/client.py). A decoded part
+counts three times its bytes against the bound.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from app.wire.chat import ChatMessage
 
 __all__ = ["LedgerParts"]
 
-DEFAULT_BYTES = 32 * 1024 * 1024  # ~50 agent sessions of a 150k-token prompt
+DEFAULT_BYTES = 32 * 1024 * 1024  # ~20 agent sessions of a 150k-token prompt, decoded
+_DECODED_WEIGHT = 3  # a decoded part's Python objects, in its encoded bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Entry:
     base_part: int
     parts: tuple[bytes, ...]  # the base part's messages first
     chain: str  # the chain hash after the last part
     size: int
+    decoded: list[tuple[ChatMessage, ...] | None] = field(default_factory=list)
 
 
 class LedgerParts:
@@ -67,12 +80,50 @@ class LedgerParts:
         chain: str,
     ) -> None:
         key = (tenant_id, conversation_id)
+        previous = self._entries.get(key)
         self.forget(tenant_id, conversation_id)
-        size = sum(len(part) for part in parts)
-        if size > self._max_bytes:
+        entry = _Entry(base_part, parts, chain, sum(len(part) for part in parts))
+        entry.decoded = [None] * len(parts)
+        if previous is not None:  # the same part objects keep their decoding
+            for index, (kept, decoded) in enumerate(
+                zip(previous.parts, previous.decoded, strict=True)
+            ):
+                if index >= len(parts) or parts[index] is not kept:
+                    break
+                entry.decoded[index] = decoded
+                if decoded is not None:
+                    entry.size += _DECODED_WEIGHT * len(kept)
+        self._add(key, entry)
+
+    def messages(
+        self, tenant_id: str, conversation_id: str, parts: Sequence[bytes]
+    ) -> tuple[ChatMessage, ...]:
+        """The messages of ``parts``, in order: each part remembered here (the same object)
+        decoded once, the others decoded now."""
+        key = (tenant_id, conversation_id)
+        entry = self._entries.get(key)
+        messages: list[ChatMessage] = []
+        grew = 0
+        for index, part in enumerate(parts):
+            if entry is None or index >= len(entry.parts) or entry.parts[index] is not part:
+                messages.extend(orjson.loads(part))
+                continue
+            decoded = entry.decoded[index]
+            if decoded is None:
+                decoded = entry.decoded[index] = tuple(orjson.loads(part))
+                grew += _DECODED_WEIGHT * len(part)
+            messages.extend(decoded)
+        if entry is not None and grew:
+            self.forget(*key)
+            entry.size += grew
+            self._add(key, entry)
+        return tuple(messages)
+
+    def _add(self, key: tuple[str, str], entry: _Entry) -> None:
+        if entry.size > self._max_bytes:
             return
-        self._entries[key] = _Entry(base_part, parts, chain, size)
-        self._bytes += size
+        self._entries[key] = entry
+        self._bytes += entry.size
         while self._bytes > self._max_bytes:
             _, dropped = self._entries.popitem(last=False)
             self._bytes -= dropped.size

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import PromptLedgerRow, utcnow
 from app.db.repository import TenantScope
 from app.turns.ledger_parts import LedgerParts
-from app.turns.owner import Ledger, LedgerValues, PromptRecord, join_arrays
+from app.turns.owner import Ledger, LedgerValues, PromptRecord
 
 __all__ = ["complete_ledger", "ledger_parts", "load_ledger", "remember_ledger", "save_ledger"]
 
@@ -74,7 +74,7 @@ async def complete_ledger(session: AsyncSession, row: PromptLedgerRow | None) ->
     ledger_parts.put(row.tenant_id, row.conversation_id, row.base_part, parts, row.chain_hash)
     return Ledger(
         **{name: getattr(row, name) for name in _COLUMNS},
-        messages=tuple(orjson.loads(join_arrays(parts))),
+        messages=ledger_parts.messages(row.tenant_id, row.conversation_id, parts),
         artifacts=tuple(orjson.loads(row.artifacts)),
         encoded_parts=parts,
     )

@@ -159,6 +159,44 @@ async def test_parts_that_do_not_chain_up_are_no_ledger(
     assert orjson.loads(parts[0].messages) == sent
 
 
+async def test_decoded_parts_are_shared_and_never_changed_in_place(
+    make_settings: Callable[..., Settings], database_url: str, fake_upstream: FakeUpstream
+) -> None:
+    """The kept prompt's earlier parts are decoded once and handed out on every call: after a
+    loop whose every call sent them (and marked them for the cache), the remembered messages
+    still equal the stored parts decoded anew."""
+    settings = make_settings(database_url=database_url, default_context_window=200_000)
+    ledger_parts.clear()
+    async with _agent(settings) as loop:
+        for _ in range(STEPS):
+            await loop.call()
+        parts = await loop.parts()
+        [entry] = ledger_parts._entries.values()
+        decoded = [d for d in entry.decoded if d is not None]
+        assert len(decoded) >= STEPS - 2  # the parts before the newest, decoded when read
+        for part, messages in zip(entry.parts, entry.decoded, strict=True):
+            if messages is not None:
+                assert list(messages) == orjson.loads(part)
+        assert [p.messages for p in parts][: len(entry.parts) - 1] == list(entry.parts[:-1])
+
+
+def test_a_part_is_decoded_once_while_it_is_remembered() -> None:
+    parts = LedgerParts(max_bytes=1000)
+    one, two = b'[{"role":"user","content":"a"}]', b'[{"role":"tool","content":"b"}]'
+    parts.put("t1", "c1", 0, (one,), "chain1")
+    first = parts.messages("t1", "c1", (one,))
+    assert parts.size == 4 * len(one)  # the bytes, and their decoding weighed at three times
+    parts.put("t1", "c1", 0, (one, two), "chain2")  # the next part: the first keeps its decoding
+    again = parts.messages("t1", "c1", (one, two))
+    assert again[0] is first[0]
+    assert list(again) == [*orjson.loads(one), *orjson.loads(two)]
+    # A part that is not the remembered object (read back from the database) is decoded anew.
+    fresh = parts.messages("t1", "c1", (bytes(bytearray(one)),))
+    assert fresh == first
+    assert fresh[0] is not first[0]
+    assert parts.messages("t2", "c1", (one,))[0] is not first[0]  # another tenant's memory
+
+
 def test_remembered_parts_are_found_only_by_their_chain() -> None:
     parts = LedgerParts(max_bytes=100)
     parts.put("t1", "c1", 0, (b"[1]", b"[2]", b"[3]"), "chain3")
