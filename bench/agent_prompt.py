@@ -144,7 +144,8 @@ def anthropic_body(messages: list[Message]) -> dict[str, Any]:
 
 
 def responses_body(messages: list[Message]) -> dict[str, Any]:
-    """The history as a /v1/responses request, whole each time (as Codex sends it)."""
+    """The history as a /v1/responses request, whole each time and with ``store: false``, as
+    Codex sends it (no response object kept: the conversation is still stored and managed)."""
     items: list[dict[str, Any]] = []
     for message in messages[1:]:
         if message["role"] == "tool":
@@ -169,6 +170,7 @@ def responses_body(messages: list[Message]) -> dict[str, Any]:
         "input": items,
         "tools": tools,
         "max_output_tokens": 256,
+        "store": False,
     }
 
 
