@@ -30,7 +30,7 @@ if sys.argv[1:2] == ["serve"]:
 import importlib
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -192,6 +192,7 @@ def serve(
         except ConfigError as exc:
             typer.echo(f"contextgate: invalid CONTEXTGATE_CONFIG: {exc}", err=True)
             raise typer.Exit(2) from None
+    target: Any = "app.main:create_app"  # each worker builds its own
     migration = _start_migration(settings.database_url)
     try:  # while the database migrates (in a child): what the app's start needs first
         _prepare_multiprocess_metrics(workers)
@@ -199,12 +200,13 @@ def serve(
             gc.enable()
         else:
             _build_tokenizers_first(deployments)
-            importlib.import_module("app.main")  # uvicorn finds it imported
+            # one process: the app built here, from the settings read above (not read again)
+            target = importlib.import_module("app.main").create_app(settings)
     finally:  # nothing is served before the database is at heads; its failure comes first
         _finish_migration(migration)
     uvicorn.run(
-        "app.main:create_app",
-        factory=True,
+        target,
+        factory=isinstance(target, str),
         host=host,
         port=port,
         workers=workers,
