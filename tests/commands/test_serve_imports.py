@@ -56,6 +56,10 @@ def test_serve_keeps_h2_when_litellm_is_asked_for_http2() -> None:
 
 MIGRATE_PROBE = (
     "import sys, typer, app.cli\n"
+    "from pathlib import Path\n"
+    "from app.commands import migrations\n"
+    "if sys.argv[3:] == ['--no-schema']:\n"
+    "    migrations.SQLITE_SCHEMA = Path('/nonexistent/sqlite_schema.sql')\n"
     "try:\n"
     "    app.cli._migrate_apart_or_exit(sys.argv[2])\n"
     "except typer.Exit as exc:\n"
@@ -64,9 +68,9 @@ MIGRATE_PROBE = (
 )
 
 
-def _migrate_apart(url: str) -> subprocess.CompletedProcess[str]:
+def _migrate_apart(url: str, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-", "serve", url],
+        [sys.executable, "-", "serve", url, *flags],
         input=MIGRATE_PROBE,
         capture_output=True,
         text=True,
@@ -76,20 +80,26 @@ def _migrate_apart(url: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _stored_heads(path: Path) -> set[str]:
+    with sqlite3.connect(path) as db:
+        return {row[0] for row in db.execute("SELECT version_num FROM alembic_version")}
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-schema",)], ids=["from-schema", "migrated"])
 @pytest.mark.skipif(sys.platform != "linux", reason="serve migrates in a forked child on Linux")
-def test_serve_migrates_without_holding_alembic(tmp_path: Path) -> None:
+def test_serve_migrates_without_holding_alembic(tmp_path: Path, flags: tuple[str, ...]) -> None:
+    """A new SQLite database created from the schema, or (without one) migrated in a forked
+    child: either way, none of alembic in the server."""
     from alembic.script import ScriptDirectory
 
     from app.commands.migrations import alembic_config
 
     url = f"sqlite+aiosqlite:///{tmp_path}/serve.db"
-    result = _migrate_apart(url)
+    result = _migrate_apart(url, *flags)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == []  # migrated by a child: none of it in this process
+    assert result.stdout.split() == []  # none of it in this process
     heads = ScriptDirectory.from_config(alembic_config(url)).get_heads()  # type: ignore[arg-type]
-    with sqlite3.connect(tmp_path / "serve.db") as db:
-        stored = {row[0] for row in db.execute("SELECT version_num FROM alembic_version")}
-    assert stored == set(heads)
+    assert _stored_heads(tmp_path / "serve.db") == set(heads)
 
 
 def test_serve_reports_a_database_it_cannot_migrate_in_one_line() -> None:
@@ -101,28 +111,43 @@ def test_serve_reports_a_database_it_cannot_migrate_in_one_line() -> None:
 
 ORDER_PROBE = (
     "import sys, uvicorn, tiktoken.registry, app.cli\n"
+    "from pathlib import Path\n"
+    "from app.commands import migrations\n"
+    "from app.commands.migrations import sqlite_at_heads\n"
+    "migrations.SQLITE_SCHEMA = Path('/nonexistent/sqlite_schema.sql')  # migrate: a child\n"
+    "url, seen = sys.argv[2], []\n"
+    "class Watch:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name == 'app.main':\n"
+    "            built = tiktoken.registry.ENCODINGS.get('cl100k_base')\n"
+    "            seen.append('built' if built is not None else 'not-built')\n"
+    "            seen.append('ranks' if hasattr(built, '_mergeable_ranks') else 'no-ranks')\n"
+    "        return None\n"
+    "sys.meta_path.insert(0, Watch())\n"
     "def run(*args, **kwargs):\n"
-    "    built = tiktoken.registry.ENCODINGS.get('cl100k_base')\n"
-    "    print('app' if 'app.main' in sys.modules else 'no-app',\n"
-    "          'built' if built is not None else 'not-built',\n"
-    "          'ranks' if hasattr(built, '_mergeable_ranks') else 'no-ranks')\n"
+    "    print(*seen, 'app' if 'app.main' in sys.modules else 'no-app',\n"
+    "          'at-heads' if sqlite_at_heads(url) else 'not-at-heads')\n"
     "uvicorn.run = run\n"
+    "sys.argv[1:] = ['serve']\n"
     "app.cli.main()\n"
 )
 
 
 def test_serve_builds_its_tokenizer_before_the_app_is_imported(tmp_path: Path) -> None:
     """tiktoken's dict of ranks lives beside the built tokenizer for a moment (~15 MB): built
-    after the app's imports, on the first request, that moment was the server's peak memory."""
+    after the app's imports, on the first request, that moment was the server's peak memory.
+    The app is imported while the database migrates (in a child), and served once it is at
+    every head."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/o.db"
     result = subprocess.run(
-        [sys.executable, "-", "serve"],
+        [sys.executable, "-", "serve", url],
         input=ORDER_PROBE,
         capture_output=True,
         text=True,
         cwd=REPO,
-        env={**os.environ, "CONTEXTGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/o.db"},
+        env={**os.environ, "CONTEXTGATE_DATABASE_URL": url},
         timeout=120,
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["no-app", "built", "no-ranks"]
+    assert result.stdout.split() == ["built", "no-ranks", "app", "at-heads"]

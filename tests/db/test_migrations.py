@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,12 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.commands.migrations import alembic_config
+from app.commands.migrations import (
+    alembic_config,
+    create_sqlite_at_heads,
+    sql_statements,
+    sqlite_schema_dump,
+)
 from app.db.models import Base
 
 CORE_TABLES = {"conversations", "messages", "request_logs"}
@@ -117,3 +123,41 @@ async def test_a_stored_ledger_becomes_the_base_part_of_its_conversation(tmp_pat
         assert [tuple(row) for row in rows] == [("conv_1", 0, 0, "", 3, 40, "chain")]
     finally:
         engine.dispose()
+
+
+def _database(path: Path) -> tuple[list[str], dict[str, object]]:
+    """Everything a SQLite file holds: its schema and rows (sqlite3's dump, in any order: the
+    order alembic runs parallel branches in, and so creates their indexes in, varies from run
+    to run), and the header fields a dump leaves out."""
+    with sqlite3.connect(path) as db:
+        pragmas = {
+            name: db.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("user_version", "application_id", "journal_mode", "auto_vacuum")
+            + ("encoding", "page_size", "freelist_count")
+        }
+    return sorted(sql_statements(sqlite_schema_dump(path))), pragmas
+
+
+async def test_a_new_sqlite_database_from_the_schema_is_the_migrated_one(tmp_path: Path) -> None:
+    """``serve`` creates a new SQLite database from migrations/sqlite_schema.sql instead of
+    running every migration (app/commands/migrations.py): the same tables, columns in the same
+    order, defaults, constraints, indexes, alembic_version rows. After a new migration this
+    fails until the schema is written again: ``python -m app.commands.migrations``."""
+    migrated = tmp_path / "migrated.db"
+    await asyncio.to_thread(
+        command.upgrade, alembic_config(f"sqlite+aiosqlite:///{migrated}"), "heads"
+    )
+    created = tmp_path / "created.db"
+    assert create_sqlite_at_heads(f"sqlite+aiosqlite:///{created}")
+    assert _database(created) == _database(migrated), (
+        "migrations/sqlite_schema.sql is not what the migrations build: "
+        "python -m app.commands.migrations"
+    )
+    assert _drift(created) == []
+    assert _current_heads(created) == _current_heads(migrated)
+    # and alembic finds it at heads: nothing to do, nothing changed; it goes down as one does
+    config: Any = alembic_config(f"sqlite+aiosqlite:///{created}")
+    await asyncio.to_thread(command.upgrade, config, "heads")
+    assert _database(created) == _database(migrated)
+    await asyncio.to_thread(command.downgrade, config, "base")
+    assert _tables(created) <= {"alembic_version"}
