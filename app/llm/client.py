@@ -317,10 +317,15 @@ class LLMClient:
 
             async def first_chunk() -> object | None:
                 response: AsyncIterable[object]  # SSEStream, or litellm's CustomStreamWrapper
+                anthropic = self._anthropic_request(
+                    deployment, messages, params or {}, headers, timeout, stream=True
+                )
                 if self.transport is not None and is_direct(deployment):
                     response = await self.transport.open_stream(
                         deployment, messages, params or {}, self._timeout(deployment, timeout)
                     )
+                elif anthropic is not None and self.anthropic is not None:
+                    response = await self.anthropic.open_stream(deployment, anthropic)
                 else:
                     kwargs = self._call_kwargs(deployment, params or {}, timeout, headers)
                     kwargs["stream_options"] = {"include_usage": True}

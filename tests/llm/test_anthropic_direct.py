@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import base64
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
+import anthropic
 import pytest
 
 from app.core.errors import ContextGateError
@@ -25,7 +27,9 @@ from app.llm.errors import map_upstream_error
 from app.llm.routing import Deployment, ModelRouter
 from tests.fake_upstream import FakeUpstream
 from tests.fake_upstream.anthropic import sign
-from tests.support.models import ANTHROPIC_LITELLM_MODEL
+from tests.support.e2e import module_server
+from tests.support.models import ANTHROPIC_LITELLM_MODEL, fake_model_list
+from tests.support.proxy import ContextgateServer
 
 NAME = "claude"
 KEY = "sk-ant-api03-" + "k7Q2" * 12
@@ -295,9 +299,16 @@ async def test_non_streaming_is_the_same(name: str, fake_upstream: FakeUpstream)
     assert result["completion"]["choices"][0]["message"]["role"] == "assistant"
 
 
+@pytest.mark.parametrize("name", sorted(PROMPTS))
+async def test_streaming_is_the_same(name: str, fake_upstream: FakeUpstream) -> None:
+    messages, params = PROMPTS[name]
+    result = await same(fake_upstream, messages, params, stream=True)
+    assert result["chunks"][-1]["usage"]["completion_tokens"] > 0
+
+
 async def test_a_second_call_reads_the_prompt_cache_the_same(fake_upstream: FakeUpstream) -> None:
     messages, params = PROMPTS["tool_loop_thinking"]
-    for stream in (False,):
+    for stream in (False, True):
         results = []
         for direct in (False, True):
             await fake_upstream.areset()
@@ -337,9 +348,10 @@ async def test_anthropic_headers_are_the_same(fake_upstream: FakeUpstream) -> No
         "interleaved-thinking-2025-05-14",
         "fine-grained-tool-streaming-2025-05-14",
     }
+    await same(fake_upstream, messages, params, headers=headers, stream=True)
 
 
-@pytest.mark.parametrize("stream", [False])
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422, 429, 500, 503, 529])
 async def test_errors_map_the_same(status: int, stream: bool, fake_upstream: FakeUpstream) -> None:
     """What the client sees of an Anthropic error is litellm's mapping: the class, status,
@@ -543,7 +555,7 @@ MORE: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-@pytest.mark.parametrize("stream", [False])
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("name", sorted(MORE))
 async def test_more_shapes_are_the_same(
     name: str, stream: bool, fake_upstream: FakeUpstream
@@ -552,7 +564,7 @@ async def test_more_shapes_are_the_same(
     await same(fake_upstream, messages, params, stream=stream)
 
 
-@pytest.mark.parametrize("stream", [False])
+@pytest.mark.parametrize("stream", [False, True])
 async def test_text_and_several_calls_in_one_answer_are_the_same(
     stream: bool, fake_upstream: FakeUpstream
 ) -> None:
@@ -582,3 +594,102 @@ async def test_text_and_several_calls_in_one_answer_are_the_same(
         assert message["content"] == "Let me look at both."
         names = [c["function"]["name"] for c in message["tool_calls"]]
         assert names == ["read_file", "get_weather"]
+
+
+# ---- end to end: the anthropic SDK against contextgate, on both transports ------------------
+
+CLAUDE = "claude-fake"
+THINKING: Any = {"type": "enabled", "budget_tokens": 1024}
+SDK_TOOL: Any = {
+    "name": "get_weather",
+    "description": "Weather in a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    "cache_control": {"type": "ephemeral"},
+}
+
+
+@pytest.fixture(scope="module")
+def servers(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream_server: FakeUpstream
+) -> Iterator[dict[str, ContextgateServer]]:
+    config = fake_model_list(
+        tmp_path_factory.mktemp("models"), fake_upstream_server, names=(), anthropic=(CLAUDE,)
+    )
+    with ExitStack() as stack:
+        started = {}
+        for transport in ("auto", "litellm"):
+            env = {"CONTEXTGATE_CONFIG": str(config), "CONTEXTGATE_UPSTREAM_TRANSPORT": transport}
+            server = contextmanager(module_server)(
+                tmp_path_factory, fake_upstream_server, env, name=f"anthropic-{transport}"
+            )
+            started[transport] = stack.enter_context(server)
+        yield started
+
+
+def sdk_scenario(sdk: anthropic.Anthropic) -> dict[str, Any]:
+    """Claude Code's loop: system prompt and tools cached, thinking signed, full history."""
+    system: Any = [
+        {"type": "text", "text": "You are a coder.", "cache_control": {"type": "ephemeral"}}
+    ]
+    ask: Any = {"role": "user", "content": 'CALL_TOOL:get_weather:{"city": "Paris"}'}
+    common: Any = {"model": CLAUDE, "max_tokens": 4096, "thinking": THINKING, "tools": [SDK_TOOL]}
+    first = sdk.messages.create(system=system, messages=[ask], **common)
+    call = first.content[-1]
+    assert call.type == "tool_use"
+    result: Any = {"type": "tool_result", "tool_use_id": call.id, "content": "sunny, 21 C"}
+    history = [
+        ask,
+        {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+        {"role": "user", "content": [result]},
+    ]
+    with sdk.messages.stream(system=system, messages=history, **common) as stream:
+        events = [event.model_dump() for event in stream]
+        second = stream.get_final_message()
+    history += [
+        {"role": "assistant", "content": [b.model_dump() for b in second.content]},
+        {"role": "user", "content": "REDACTED_THINKING thanks"},
+    ]
+    third = sdk.messages.create(system=system, messages=history, **common)
+    with sdk.messages.stream(system=system, messages=history, **common) as stream:
+        fourth = stream.get_final_message()
+
+    def answer(message: Any) -> dict[str, Any]:
+        data = message.model_dump()
+        extra = message.model_extra or {}
+        return {
+            "content": data["content"],
+            "stop_reason": data["stop_reason"],
+            "usage": data["usage"],
+            "cache_stats": (extra.get("context_utilization") or {}).get("cache_stats"),
+        }
+
+    for event in events:  # the message's id and the conversation's differ per server
+        (event.get("message") or {}).pop("id", None)
+        event.pop("conversation_id", None)
+    return {
+        "answers": [answer(m) for m in (first, second, third, fourth)],
+        "events": events,
+    }
+
+
+def test_the_anthropic_sdk_sees_the_same_on_both_transports(
+    servers: dict[str, ContextgateServer], fake_upstream: FakeUpstream
+) -> None:
+    results = {}
+    for transport, server in servers.items():
+        fake_upstream.reset()
+        with anthropic.Anthropic(
+            base_url=server.url, api_key="sk-any", max_retries=0, timeout=60
+        ) as sdk:
+            results[transport] = sdk_scenario(sdk)
+        calls = [r for r in fake_upstream.requests() if r["path"] == "/v1/messages"]
+        assert len(calls) == 4
+        agents = {call["headers"]["user-agent"].split("/")[0] for call in calls}
+        assert agents == {"contextgate" if transport == "auto" else "litellm"}
+        results[transport]["upstream"] = [call["body"] for call in calls]
+    direct, via_litellm = results["auto"], results["litellm"]
+    assert direct["upstream"] == via_litellm["upstream"]
+    assert direct["answers"] == via_litellm["answers"]
+    assert direct["events"] == via_litellm["events"]
+    assert [a["stop_reason"] for a in direct["answers"]] == ["tool_use"] + ["end_turn"] * 3
+    assert direct["answers"][2]["usage"]["cache_read_input_tokens"] > 0
