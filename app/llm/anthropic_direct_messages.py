@@ -50,7 +50,7 @@ def _image(part: Mapping[str, Any]) -> dict[str, Any]:
     value = part.get("image_url")
     if isinstance(value, str):
         url, media_format = value, None
-    elif isinstance(value, Mapping):
+    elif isinstance(value, dict):
         url, media_format = value.get("url", ""), value.get("format")
     else:
         raise Unsupported("an image part without image_url")
@@ -70,7 +70,7 @@ def _image(part: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _user_part(part: object) -> dict[str, Any]:
-    if not isinstance(part, Mapping):
+    if not isinstance(part, dict):
         raise Unsupported("a content part that is not an object")
     kind = part.get("type", "")
     if kind == "text":
@@ -88,7 +88,7 @@ def _tool_result(message: Mapping[str, Any]) -> dict[str, Any]:
     elif isinstance(content, list):
         parts: list[dict[str, Any]] = []
         for part in content:
-            if not isinstance(part, Mapping):
+            if not isinstance(part, dict):
                 raise Unsupported("a tool result part that is not an object")
             if part.get("type") == "text":
                 text: dict[str, Any] = {"type": "text", "text": part["text"]}
@@ -97,7 +97,7 @@ def _tool_result(message: Mapping[str, Any]) -> dict[str, Any]:
                 parts.append(text)
             elif part.get("type") == "image_url":
                 url = part.get("image_url")
-                url = url.get("url") if isinstance(url, Mapping) else url
+                url = url.get("url") if isinstance(url, dict) else url
                 if isinstance(url, str) and re.match(r"data:(application/pdf|text/plain)[;,]", url):
                     raise Unsupported("a document in a tool result")
                 parts.append(_cache_control(part, _image(part)))
@@ -127,7 +127,7 @@ def _sanitize_empty_text(message: Mapping[str, Any]) -> Mapping[str, Any]:
         blocks: list[object] = []
         changed = False
         for block in content:
-            if isinstance(block, Mapping) and block.get("type") == "text":
+            if isinstance(block, dict) and block.get("type") == "text":
                 text = block.get("text")
                 if not isinstance(text, str) or not text.strip():
                     blocks.append({**block, "text": _EMPTY_TEXT})
@@ -176,13 +176,13 @@ def _assistant_blocks(message: Mapping[str, Any], seen_ids: set[str]) -> list[di
     thinking = message.get("thinking_blocks")
     calls = message.get("tool_calls")
     if thinking is not None:
-        if not isinstance(thinking, list) or not all(isinstance(b, Mapping) for b in thinking):
+        if not isinstance(thinking, list) or not all(isinstance(b, dict) for b in thinking):
             raise Unsupported("thinking blocks that are not objects")
         blocks.extend(dict(block) for block in thinking if not _unsignable(block))
     content = message.get("content")
     if isinstance(content, list):
         for part in content:
-            if not isinstance(part, Mapping) or part.get("type") != "text":
+            if not isinstance(part, dict) or part.get("type") != "text":
                 raise Unsupported("an assistant part that is not text")
             text = part.get("text", "")
             if len(text) > 0:
@@ -195,13 +195,13 @@ def _assistant_blocks(message: Mapping[str, Any], seen_ids: set[str]) -> list[di
         if not isinstance(calls, list):
             raise Unsupported("tool_calls that are not a list")
         for call in calls:
-            if not isinstance(call, Mapping) or call.get("type") != "function":
+            if not isinstance(call, dict) or call.get("type") != "function":
                 raise Unsupported("a tool call that is not a function call")
             call_id = call.get("id")
             if isinstance(call_id, str) and call_id.startswith("srvtoolu_"):
                 raise Unsupported("a server tool call")
             function = call.get("function")
-            if not isinstance(function, Mapping):
+            if not isinstance(function, dict):
                 raise Unsupported("a tool call without a function")
             block: dict[str, Any] = {
                 "type": "tool_use",
@@ -231,7 +231,7 @@ def system_blocks(run: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             blocks.append(block)
         elif isinstance(content, list):
             for part in content:
-                if not isinstance(part, Mapping) or part.get("type") != "text":
+                if not isinstance(part, dict) or part.get("type") != "text":
                     raise Unsupported("a system part that is not text")
                 if not part.get("text"):
                     continue

@@ -68,7 +68,7 @@ def model_supported(model: str) -> bool:
     the capabilities that change the translation (adaptive or always-on thinking, no sampling
     parameters, no forced tool use) apply."""
     entry = _model_cost().get(model)
-    if not isinstance(entry, Mapping):
+    if not isinstance(entry, dict):
         return False
     if entry.get("max_output_tokens") is None and entry.get("max_tokens") is None:
         return False
@@ -93,12 +93,12 @@ def _max_tokens_default(model: str) -> int:
 
 
 def _tool(tool: object) -> dict[str, Any]:
-    if not isinstance(tool, Mapping) or tool.get("type") != "function":
+    if not isinstance(tool, dict) or tool.get("type") != "function":
         raise Unsupported("a tool that is not a function")
     if not set(tool) <= {"type", "function", "cache_control"}:
         raise Unsupported("a tool with fields litellm reads")
     function = tool.get("function")
-    if not isinstance(function, Mapping) or not set(function) <= {
+    if not isinstance(function, dict) or not set(function) <= {
         "name",
         "description",
         "parameters",
@@ -109,7 +109,7 @@ def _tool(tool: object) -> dict[str, Any]:
     if not isinstance(name, str) or not _TOOL_NAME.match(name):
         raise Unsupported("a tool name litellm rewrites")
     schema = function.get("parameters", {"type": "object", "properties": {}})
-    if schema is not None and not isinstance(schema, Mapping):
+    if schema is not None and not isinstance(schema, dict):
         raise Unsupported("parameters that are not an object")
     normalized = dict(schema) if schema else {}
     if normalized.get("type") != "object":
@@ -118,7 +118,7 @@ def _tool(tool: object) -> dict[str, Any]:
         normalized["properties"] = {}
     components = normalized.get("components")
     if "definitions" in normalized or (
-        isinstance(components, Mapping) and isinstance(components.get("schemas"), Mapping)
+        isinstance(components, dict) and isinstance(components.get("schemas"), Mapping)
     ):
         raise Unsupported("a schema with legacy definitions")
     translated: dict[str, Any] = {
@@ -143,7 +143,7 @@ def _tool_choice(choice: object, parallel: object) -> dict[str, Any] | None:
         translated = {"type": "any"}
     elif choice == "none":
         translated = {"type": "none"}
-    elif isinstance(choice, Mapping):
+    elif isinstance(choice, dict):
         if "type" in choice and "function" not in choice:
             kind = choice.get("type")
             if kind == "auto":
@@ -217,14 +217,14 @@ def _params(
             if isinstance(value, str) and _user_id(value):
                 out["metadata"] = {"user_id": value}
         elif name == "thinking":
-            if not isinstance(value, Mapping) or not set(value) <= {"type", "budget_tokens"}:
+            if not isinstance(value, dict) or not set(value) <= {"type", "budget_tokens"}:
                 raise Unsupported("a thinking parameter litellm translates")
             if value.get("type") not in ("enabled", "disabled"):
                 raise Unsupported("a thinking type litellm translates")
             out["thinking"] = dict(value)
     thinking = out.get("thinking")
     if (
-        isinstance(thinking, Mapping)
+        isinstance(thinking, dict)
         and thinking.get("type") == "enabled"
         and "max_tokens" not in params
         and "max_completion_tokens" not in params

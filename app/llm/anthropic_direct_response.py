@@ -52,44 +52,83 @@ def _int(value: object) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
+def _thinking_tokens(usage: object) -> int | None:
+    """The thinking tokens Anthropic reports (``output_tokens_details.thinking_tokens``)."""
+    details = usage.get("output_tokens_details") if isinstance(usage, Mapping) else None
+    value = details.get("thinking_tokens") if isinstance(details, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _cache_creation(raw: Mapping[str, Any], iterations: list[Any]) -> JSONObject | None:
+    """litellm's ``_resolve_cache_creation_token_details``."""
+    if iterations:
+        parts = [i.get("cache_creation") for i in iterations if isinstance(i, Mapping)]
+        breakdowns = [c for c in parts if isinstance(c, Mapping)]
+        if breakdowns:
+            five = sum(int(c.get("ephemeral_5m_input_tokens") or 0) for c in breakdowns)
+            hour = sum(int(c.get("ephemeral_1h_input_tokens") or 0) for c in breakdowns)
+            total = sum(int(i.get("cache_creation_input_tokens") or 0) for i in iterations)
+            return {
+                "ephemeral_5m_input_tokens": five + max(total - five - hour, 0),
+                "ephemeral_1h_input_tokens": hour,
+            }
+    creation = raw.get("cache_creation")
+    if not isinstance(creation, Mapping):
+        return None
+    return {
+        key: creation[key]
+        for key in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+        if creation.get(key) is not None
+    }
+
+
 def usage(
     raw: Mapping[str, Any], reasoning: str | None, has_thinking_block: bool = False
 ) -> JSONObject:
-    """litellm's ``calculate_usage`` of Anthropic's ``usage``, as its Usage dumps."""
-    if raw.get("iterations") or raw.get("server_tool_use") or raw.get("output_tokens_details"):
-        raise ValueError("usage litellm reads further")  # never sent for plain messages
+    """litellm's ``calculate_usage`` of Anthropic's ``usage``, as its Usage dumps (the fields
+    normalize_completion reads; the server tools' counts it leaves aside)."""
     prompt = _int(raw.get("input_tokens") or 0)
     completion = _int(raw.get("output_tokens") or 0)
     writes = reads = 0
-    if raw.get("cache_creation_input_tokens") is not None:
-        writes = raw["cache_creation_input_tokens"]
-        prompt += writes
-    if raw.get("cache_read_input_tokens") is not None:
-        reads = raw["cache_read_input_tokens"]
-        prompt += reads
+    iterations = raw.get("iterations") or []
+    if iterations:
+        prompt = sum(it.get("input_tokens", 0) or 0 for it in iterations)
+        completion = sum(it.get("output_tokens", 0) or 0 for it in iterations)
+        writes = sum(it.get("cache_creation_input_tokens", 0) or 0 for it in iterations)
+        reads = sum(it.get("cache_read_input_tokens", 0) or 0 for it in iterations)
+        prompt += writes + reads
+    else:
+        if raw.get("cache_creation_input_tokens") is not None:
+            writes = raw["cache_creation_input_tokens"]
+            prompt += writes
+        if raw.get("cache_read_input_tokens") is not None:
+            reads = raw["cache_read_input_tokens"]
+            prompt += reads
     details: JSONObject = {
         "cached_tokens": reads,
         "text_tokens": prompt - reads - writes,
         "cache_creation_tokens": writes,
         "cache_write_tokens": writes,
     }
-    creation = raw.get("cache_creation")
-    if isinstance(creation, Mapping):
-        breakdown = {
-            key: creation.get(key)
-            for key in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
-            if creation.get(key) is not None
-        }
-        details["cache_creation_token_details"] = breakdown
+    creation = _cache_creation(raw, iterations)
+    if creation is not None:
+        details["cache_creation_token_details"] = creation
+    reported = _thinking_tokens(raw)
+    if iterations:
+        counted = [_thinking_tokens(it) for it in iterations]
+        reported = None if None in counted else sum(c for c in counted if c is not None)
     completion_details: JSONObject
-    if reasoning:
+    if reported is not None:
+        capped = min(max(0, reported), completion)
+        completion_details = {"reasoning_tokens": capped, "text_tokens": completion - capped}
+    elif reasoning:
         estimated = max(0, min(_reasoning_tokens(reasoning), completion))
         completion_details = {"reasoning_tokens": estimated, "text_tokens": completion - estimated}
     elif has_thinking_block:
         completion_details = {}
     else:
         completion_details = {"reasoning_tokens": 0, "text_tokens": completion}
-    result: JSONObject = {
+    return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
@@ -98,7 +137,6 @@ def usage(
         "cache_creation_input_tokens": writes,
         "cache_read_input_tokens": reads,
     }
-    return result
 
 
 def _chat_id() -> str:
@@ -114,7 +152,7 @@ def chat_completion(message: Mapping[str, Any]) -> JSONObject:
         kind = block.get("type")
         if kind == "text":
             text += block["text"]
-        elif kind == "tool_use":
+        elif kind in ("tool_use", "server_tool_use"):
             calls.append(
                 {
                     "id": block["id"],
@@ -125,10 +163,8 @@ def chat_completion(message: Mapping[str, Any]) -> JSONObject:
             )
         elif kind in ("thinking", "redacted_thinking"):
             thinking = [*(thinking or []), block]
-        else:
-            raise ValueError(f"a {kind!r} block litellm reads further")
-        if block.get("citations") is not None:
-            raise ValueError("citations litellm reads further")
+        # Citations, server tools' results and compaction blocks: litellm keeps them in its
+        # provider_specific_fields, which contextgate does not read.
     reasoning: str | None = None
     if thinking is not None:
         reasoning = "".join(b["thinking"] for b in thinking if isinstance(b.get("thinking"), str))
@@ -209,7 +245,7 @@ class AnthropicChunks:
                 if block_type == "text":
                     if block.get("text"):
                         yield self._chunk({"content": block["text"]})
-                elif block_type == "tool_use":
+                elif block_type in ("tool_use", "server_tool_use"):
                     tool_index += 1
                     call = {
                         "id": block["id"],
@@ -221,8 +257,6 @@ class AnthropicChunks:
                 elif block_type == "redacted_thinking":
                     redacted = {"type": "redacted_thinking", "data": block["data"]}
                     yield self._chunk({"content": "", "thinking_blocks": [redacted]})
-                elif block_type != "thinking":
-                    raise ValueError(f"a {block_type!r} block litellm reads further")
             elif kind == "content_block_delta":
                 delta = event.get("delta") or {}
                 if "text" in delta:
@@ -230,7 +264,7 @@ class AnthropicChunks:
                         yield self._chunk({"content": delta["text"]})
                 elif "partial_json" in delta:
                     arguments += delta["partial_json"]
-                    if block_type == "tool_use":
+                    if block_type in ("tool_use", "server_tool_use"):
                         call = {
                             "type": "function",
                             "function": {"arguments": delta["partial_json"]},
@@ -251,10 +285,9 @@ class AnthropicChunks:
                         ]
                     if len(out) > 1:
                         yield self._chunk(out)
-                else:
-                    raise ValueError("a delta litellm reads further")
+                # citations and compaction deltas: litellm's provider_specific_fields only
             elif kind == "content_block_stop":
-                if block_type == "tool_use" and not arguments:
+                if block_type in ("tool_use", "server_tool_use") and not arguments:
                     call = {
                         "type": "function",
                         "function": {"arguments": "{}"},

@@ -693,3 +693,70 @@ def test_the_anthropic_sdk_sees_the_same_on_both_transports(
     assert direct["events"] == via_litellm["events"]
     assert [a["stop_reason"] for a in direct["answers"]] == ["tool_use"] + ["end_turn"] * 3
     assert direct["answers"][2]["usage"]["cache_read_input_tokens"] > 0
+
+
+# ---- usage: litellm's own calculate_usage as the reference ---------------------------------
+
+USAGES: list[tuple[dict[str, Any], str | None, bool]] = [
+    ({"input_tokens": 10, "output_tokens": 5}, None, False),
+    ({"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": None}, None, False),
+    (
+        {
+            "input_tokens": 7,
+            "output_tokens": 40,
+            "cache_creation_input_tokens": 100,
+            "cache_read_input_tokens": 2000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 60, "ephemeral_1h_input_tokens": 40},
+        },
+        "Let me think about the files and what to read next.",
+        True,
+    ),
+    ({"input_tokens": 3, "output_tokens": 9}, "", True),
+    (
+        {"input_tokens": 3, "output_tokens": 30, "output_tokens_details": {"thinking_tokens": 12}},
+        "ignored when reported",
+        True,
+    ),
+    (
+        {
+            "input_tokens": 5,
+            "output_tokens": 50,
+            "iterations": [
+                {
+                    "input_tokens": 2,
+                    "output_tokens": 20,
+                    "cache_read_input_tokens": 10,
+                    "cache_creation_input_tokens": 4,
+                    "cache_creation": {"ephemeral_5m_input_tokens": 1},
+                    "output_tokens_details": {"thinking_tokens": 5},
+                },
+                {"input_tokens": 3, "output_tokens": 30, "cache_creation_input_tokens": 6},
+            ],
+            "server_tool_use": {"web_search_requests": 1},
+        },
+        "x",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "reasoning", "thinking_block"), USAGES)
+def test_usage_is_litellms(
+    raw: dict[str, Any], reasoning: str | None, thinking_block: bool
+) -> None:
+    from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+    from app.llm.anthropic_direct_response import usage
+    from app.llm.responses import normalize_completion
+
+    content = [{"type": "thinking", "thinking": "", "signature": "s"}] if thinking_block else []
+    expected = AnthropicConfig().calculate_usage(
+        usage_object=copy.deepcopy(raw),
+        reasoning_content=reasoning,
+        completion_response={"content": content},
+    )
+    mine = usage(raw, reasoning, thinking_block)
+    assert (
+        normalize_completion({"usage": mine}, NAME)["usage"]
+        == normalize_completion({"usage": expected}, NAME)["usage"]
+    )
