@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Mapping
 from functools import lru_cache
 from typing import Any
 
+import httpx
 import tiktoken
 
 from app.wire.json import JSONObject
@@ -139,6 +140,19 @@ def usage(
     }
 
 
+async def _next(events: AsyncIterator[JSONObject], *, finished: bool) -> JSONObject | None:
+    """The next event; None at the end, or when the connection breaks after the stop reason
+    came (the answer is whole: litellm ends such a stream normally too)."""
+    try:
+        return await anext(events)
+    except StopAsyncIteration:
+        return None
+    except httpx.HTTPError:
+        if not finished:
+            raise
+        return None
+
+
 def _chat_id() -> str:
     return f"chatcmpl-{uuid.uuid4()}"
 
@@ -236,7 +250,8 @@ class AnthropicChunks:
         cumulative: dict[str, Any] = {}
         final_usage: JSONObject | None = None
         finish: str | None = None
-        async for event in self._events:
+        events = aiter(self._events)
+        while (event := await _next(events, finished=finish is not None)) is not None:
             kind = event.get("type")
             if kind == "content_block_start":
                 block = event.get("content_block") or {}

@@ -760,3 +760,37 @@ def test_usage_is_litellms(
         normalize_completion({"usage": mine}, NAME)["usage"]
         == normalize_completion({"usage": expected}, NAME)["usage"]
     )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("after", [0, 4, 7, 8, 9, 12])
+async def test_a_connection_dropped_midway_is_reported_the_same(
+    after: int, stream: bool, fake_upstream: FakeUpstream
+) -> None:
+    """The upstream closes the socket: before the answer (JSON: half the body), or after some
+    events of a stream (then the chunks read so far arrive, and the error after them; after
+    the stop reason, the stream ends normally, as litellm ends it)."""
+    outcomes = []
+    for direct in (False, True):
+        await fake_upstream.areset()
+        await fake_upstream.afaults(
+            ANTHROPIC_LITELLM_MODEL.removeprefix("anthropic/"), [{"drop_after_chunks": after}]
+        )
+        llm = client(fake_upstream, direct=direct)
+        chunks: list[Any] = []
+        error: ContextGateError | None = None
+        try:
+            if stream:
+                handle = await llm.stream(NAME, [{"role": "user", "content": "one two three"}], {})
+                async for chunk in handle.chunks():
+                    chunks.append(without_ids(chunk))
+            else:
+                await llm.complete(NAME, [{"role": "user", "content": "one two three"}], {})
+        except Exception as exc:  # mid-stream: the upstream's own error, mapped by the caller
+            error = map_upstream_error(exc, NAME)
+        finally:
+            await llm.aclose()
+        failure = None if error is None else (type(error), error.status_code, error.code)
+        assert failure is not None or (stream and after >= 9)
+        outcomes.append((chunks, failure))
+    assert outcomes[0] == outcomes[1]
