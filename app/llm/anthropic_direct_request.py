@@ -186,6 +186,8 @@ def _params(
     model: str, params: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     """litellm's ``map_openai_params`` and the defaults ``transform_request`` adds."""
+    # litellm reads only the parameters that differ from its defaults (all None).
+    params = {name: value for name, value in params.items() if value is not None}
     unknown = set(params) - _PARAMS
     if unknown:
         raise Unsupported(f"parameters {sorted(unknown)}")

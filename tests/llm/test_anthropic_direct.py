@@ -270,6 +270,10 @@ PROMPTS: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {
         {"stop": ["seven", "\n\nHuman:"], "top_p": 0.9, "top_k": 20},
     ),
     "stop_string": ([{"role": "user", "content": "count"}], {"stop": "three"}),
+    "none_values": (
+        [{"role": "user", "content": "count"}],
+        {"stop": None, "max_tokens": None, "temperature": None, "user": None},
+    ),
     "tool_choice": (
         [{"role": "user", "content": 'CALL_TOOL:get_weather:{"city": "Rome"}'}],
         {
