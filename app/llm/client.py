@@ -3,7 +3,9 @@
 litellm does the provider translation; its own retries (and the OpenAI SDK's) are switched off
 so that there is exactly one retry loop in the system, this one. Plain OpenAI-compatible
 deployments skip litellm and go over ``openai_compat``'s pooled HTTP client (its docstring says
-why); litellm is imported on the first call that needs it, not at start.
+why), and so do Anthropic deployments whose request litellm would translate plainly
+(``anthropic_direct``: the same body and the same answer as litellm's); litellm is imported on
+the first call that needs it, not at start.
 """
 
 from __future__ import annotations
