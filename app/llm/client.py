@@ -3,7 +3,9 @@
 litellm does the provider translation; its own retries (and the OpenAI SDK's) are switched off
 so that there is exactly one retry loop in the system, this one. Plain OpenAI-compatible
 deployments skip litellm and go over ``openai_compat``'s pooled HTTP client (its docstring says
-why); litellm is imported on the first call that needs it, not at start.
+why), and so do Anthropic deployments whose request litellm would translate plainly
+(``anthropic_direct``: the same body and the same answer as litellm's); litellm is imported on
+the first call that needs it, not at start.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import orjson
 from app.core import metrics
 from app.core.errors import ContextGateError, UpstreamError
 from app.llm import fastpath
+from app.llm.anthropic_direct import AnthropicTransport, Unsupported, is_direct_anthropic
 from app.llm.errors import is_retryable, map_upstream_error, retry_after_seconds
 from app.llm.model_info import ModelInfo, model_info_for
 from app.llm.openai_compat import OpenAICompatTransport, is_direct
@@ -101,6 +104,8 @@ class LLMClient:
         self.router = router
         # None: every call goes through litellm (CONTEXTGATE_UPSTREAM_TRANSPORT=litellm).
         self.transport = OpenAICompatTransport() if direct else None
+        # Anthropic deployments litellm would translate plainly: over the same pool.
+        self.anthropic = AnthropicTransport(self.transport) if self.transport is not None else None
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.first_token_timeout_s = first_token_timeout_s
@@ -147,6 +152,32 @@ class LLMClient:
         return priced.prompt_cost, priced.completion_cost
 
     # ---- calls -------------------------------------------------------------------------
+    def _anthropic_request(
+        self,
+        deployment: Deployment,
+        messages: Sequence[Mapping[str, object]],
+        params: Mapping[str, object],
+        headers: Mapping[str, str] | None,
+        timeout: float | None,
+        *,
+        stream: bool,
+    ) -> httpx.Request | None:
+        """The direct Anthropic request litellm would send, or None: through litellm."""
+        if self.anthropic is None or not is_direct_anthropic(deployment):
+            return None
+        try:
+            return self.anthropic.request(
+                deployment,
+                messages,
+                params,
+                headers,
+                self._timeout(deployment, timeout),
+                stream=stream,
+            )
+        except Unsupported as exc:
+            logger.debug("anthropic call through litellm: %s", exc)
+            return None
+
     def _call_kwargs(
         self,
         deployment: Deployment,
@@ -182,10 +213,15 @@ class LLMClient:
 
         async def call(deployment: Deployment) -> Completion:
             raw: object  # litellm's ModelResponse, or the direct path's JSON (normalized below)
+            anthropic = self._anthropic_request(
+                deployment, messages, params or {}, headers, timeout, stream=False
+            )
             if self.transport is not None and is_direct(deployment):
                 raw = await self.transport.complete(
                     deployment, messages, params or {}, self._timeout(deployment, timeout)
                 )
+            elif anthropic is not None and self.anthropic is not None:
+                raw = await self.anthropic.complete(deployment, anthropic)
             else:
                 raw = await _litellm().acompletion(
                     model=deployment.litellm_model,
@@ -283,10 +319,15 @@ class LLMClient:
 
             async def first_chunk() -> object | None:
                 response: AsyncIterable[object]  # SSEStream, or litellm's CustomStreamWrapper
+                anthropic = self._anthropic_request(
+                    deployment, messages, params or {}, headers, timeout, stream=True
+                )
                 if self.transport is not None and is_direct(deployment):
                     response = await self.transport.open_stream(
                         deployment, messages, params or {}, self._timeout(deployment, timeout)
                     )
+                elif anthropic is not None and self.anthropic is not None:
+                    response = await self.anthropic.open_stream(deployment, anthropic)
                 else:
                     kwargs = self._call_kwargs(deployment, params or {}, timeout, headers)
                     kwargs["stream_options"] = {"include_usage": True}
