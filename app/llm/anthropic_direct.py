@@ -157,7 +157,7 @@ class AnthropicTransport:
 
     async def complete(self, deployment: Deployment, request: httpx.Request) -> JSONObject:
         """litellm's chat completion of the answer (normalized by the caller)."""
-        response = await self._pool._send(request, stream=False)
+        response = await self._pool.send(request, stream=False)
         content = response.content
         if response.status_code >= 400:
             raise _error_from(response, content)
@@ -175,7 +175,7 @@ class AnthropicTransport:
         return chat_completion(data)
 
     async def open_stream(self, deployment: Deployment, request: httpx.Request) -> AnthropicChunks:
-        response = await self._pool._send(request, stream=True)
+        response = await self._pool.send(request, stream=True)
         if response.status_code >= 400:
             try:
                 content = await response.aread()

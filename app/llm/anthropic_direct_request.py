@@ -22,7 +22,7 @@ from typing import Any, cast
 import orjson
 
 from app.llm.anthropic_direct_messages import Unsupported, conversation, system_blocks
-from app.llm.model_info import _model_cost
+from app.llm.model_info import model_cost_map
 from app.wire.json import JSONObject
 
 __all__ = ["Unsupported", "anthropic_body", "beta_header", "model_supported"]
@@ -67,7 +67,7 @@ def model_supported(model: str) -> bool:
     one reproduced here: the model is in litellm's map with its own output limit, and none of
     the capabilities that change the translation (adaptive or always-on thinking, no sampling
     parameters, no forced tool use) apply."""
-    entry = _model_cost().get(model)
+    entry = model_cost_map().get(model)
     if not isinstance(entry, dict):
         return False
     if entry.get("max_output_tokens") is None and entry.get("max_tokens") is None:
@@ -83,7 +83,7 @@ def model_supported(model: str) -> bool:
 
 
 def _max_tokens_default(model: str) -> int:
-    entry = cast(Mapping[str, Any], _model_cost()[model])
+    entry = cast(Mapping[str, Any], model_cost_map()[model])
     if "max_output_tokens" in entry:
         return int(entry["max_output_tokens"])
     return int(entry["max_tokens"])

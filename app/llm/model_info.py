@@ -21,7 +21,7 @@ import orjson
 from app.llm.pricing import Rates, UsageCost, price
 from app.llm.routing import Deployment, ModelInfoFields
 
-__all__ = ["ModelInfo", "model_info_for"]
+__all__ = ["ModelInfo", "model_cost_map", "model_info_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ def _litellm_map() -> CostMap:
 
 
 @lru_cache(maxsize=1)
-def _model_cost() -> CostMap:
+def model_cost_map() -> CostMap:
     local = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "").lower() == "true"
     spec = importlib.util.find_spec("litellm")
     if "litellm" in sys.modules or not local or spec is None or spec.origin is None:
@@ -83,7 +83,7 @@ def _litellm_info(model: str) -> ModelInfo:
     candidates = [model]
     if "/" in model:
         candidates.append(model.split("/", 1)[1])
-    cost_map = _model_cost()
+    cost_map = model_cost_map()
     for candidate in candidates:
         entry = cost_map.get(candidate)
         if entry is None:

@@ -136,7 +136,7 @@ class OpenAICompatTransport:
         if self._client is not None:
             await self._client.aclose()
 
-    async def _send(self, request: httpx.Request, *, stream: bool) -> httpx.Response:
+    async def send(self, request: httpx.Request, *, stream: bool) -> httpx.Response:
         """The response, its body read unless ``stream`` (then the caller closes it)."""
         if self._client is not None:
             return await self._client.send(request, stream=stream)
@@ -233,7 +233,7 @@ class OpenAICompatTransport:
     ) -> JSONObject:
         """The upstream's ``chat.completion`` as it sent it (normalized by the caller)."""
         request = self._request(deployment, messages, params, timeout, stream=False)
-        response = await self._send(request, stream=False)
+        response = await self.send(request, stream=False)
         content = response.content
         if response.status_code >= 400:
             raise _error_from(response, content)
@@ -252,7 +252,7 @@ class OpenAICompatTransport:
     ) -> JSONObject:
         """``POST /embeddings`` on the deployment's api_base: OpenAI's answer as it is."""
         body = {**body, "model": deployment.litellm_model.removeprefix("openai/")}
-        response = await self._send(
+        response = await self.send(
             self._post(deployment, "/embeddings", body, timeout), stream=False
         )
         if response.status_code >= 400:
@@ -275,7 +275,7 @@ class OpenAICompatTransport:
         timeout: httpx.Timeout,
     ) -> SSEStream:
         request = self._request(deployment, messages, params, timeout, stream=True)
-        response = await self._send(request, stream=True)
+        response = await self.send(request, stream=True)
         if response.status_code >= 400:
             try:
                 content = await response.aread()
