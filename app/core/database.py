@@ -142,6 +142,7 @@ class _EngineOptions(TypedDict, total=False):
     """``create_async_engine``'s pool options, per database."""
 
     async_creator: Callable[[], Awaitable[sqlite_driver.InlineConnection]]
+    module: object
     poolclass: type[Pool]
     pool_size: int
     max_overflow: int
@@ -154,6 +155,7 @@ def create_database(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_
     memory = is_sqlite and (":memory:" in url or url.rstrip("/").endswith("sqlite+aiosqlite:"))
     if is_sqlite:
         kwargs["async_creator"] = sqlite_driver.async_creator(url, busy_timeout_ms=busy_timeout_ms)
+        kwargs["module"] = sqlite_driver.dbapi  # statements run from the greenlet, no loop trip
     if memory:
         kwargs["poolclass"] = StaticPool
     elif is_sqlite:
