@@ -31,7 +31,7 @@ from app.conversations.messages import HISTORY_COLUMNS, HistoryColumns
 from app.conversations.rows import MessageRow
 from app.db.models import Conversation, ConversationSummaryRow, Message, PromptLedgerRow
 from app.db.models.base import utcnow
-from app.db.repository import TenantRepository
+from app.db.repository import TenantRepository, execute_core
 
 __all__ = ["ConversationRepository", "conversation_repository"]
 
@@ -65,14 +65,12 @@ class ConversationRepository(TenantRepository[Conversation]):
         params = {f"old_{name}": value for name, value in expected.items()}
         params.update({f"new_{name}": value for name, value in values.items()})
         params.update(row_id=conversation_id, row_tenant=tenant_id, now=utcnow())
-        connection = await session.connection()
-        result = await connection.execute(statement, params)
+        result = await execute_core(session, statement, params)
         return bool(result.rowcount == 1)
 
     async def insert_messages(self, session: AsyncSession, rows: list[MessageRow]) -> None:
         """One executemany of whole message rows (every row has every column)."""
-        connection = await session.connection()
-        await connection.execute(_INSERT_MESSAGE, rows)
+        await execute_core(session, _INSERT_MESSAGE, rows)
 
     async def find_by_heads(
         self, session: AsyncSession, tenant_id: str, heads: Sequence[str]
@@ -137,9 +135,8 @@ class ConversationRepository(TenantRepository[Conversation]):
         Both oldest first; what ``head_content_hashes`` and ``tail_content_hashes`` return.
         """
         params = {"conversation_id": conversation_id, "head": head, "tail": tail}
-        connection = await session.connection()
         rows = sorted(
-            (await connection.execute(_EDGE_HASHES, params)).all(), key=lambda row: row[1]
+            (await execute_core(session, _EDGE_HASHES, params)).all(), key=lambda row: row[1]
         )
         return (
             [row[2] for row in rows if row[0] == 0],
@@ -169,8 +166,7 @@ class ConversationRepository(TenantRepository[Conversation]):
             "min_turn": min_turn,
             "first_sequence": first_sequence,
         }
-        connection = await session.connection()
-        result = await connection.execute(_context_statement(min_turn is not None), params)
+        result = await execute_core(session, _context_statement(min_turn is not None), params)
         rows: Sequence[Row[*HistoryColumns]] = result.all()
         return rows
 

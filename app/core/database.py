@@ -45,8 +45,11 @@ class Database:
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
         """A read transaction; under WAL it never waits for writers."""
-        async with self.sessionmaker() as session:
+        session = self.sessionmaker()
+        try:
             yield session
+        finally:
+            await self._close(session)
 
     @asynccontextmanager
     async def writing(self) -> AsyncIterator[AsyncSession]:
@@ -65,7 +68,8 @@ class Database:
 
     @asynccontextmanager
     async def _transaction(self, *, immediate: bool = False) -> AsyncIterator[AsyncSession]:
-        async with self.sessionmaker() as session:
+        session = self.sessionmaker()
+        try:
             if immediate:
                 await session.connection(execution_options={_BEGIN_MODE: "IMMEDIATE"})
             try:
@@ -74,6 +78,18 @@ class Database:
             except BaseException:
                 await session.rollback()
                 raise
+        finally:
+            await self._close(session)
+
+    async def _close(self, session: AsyncSession) -> None:
+        """What ``async with session`` does on exit. On SQLite the close runs inline (the
+        driver neither waits to roll back nor to hand the connection back to the pool), so
+        it is awaited directly: the session's own exit runs it in a task of its own, shielded
+        from cancellation, a task and a loop iteration per session, two per chat request."""
+        if self.is_sqlite:
+            await session.close()
+        else:
+            await session.__aexit__(None, None, None)
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
@@ -142,6 +158,7 @@ class _EngineOptions(TypedDict, total=False):
     """``create_async_engine``'s pool options, per database."""
 
     async_creator: Callable[[], Awaitable[sqlite_driver.InlineConnection]]
+    module: object
     poolclass: type[Pool]
     pool_size: int
     max_overflow: int
@@ -154,6 +171,7 @@ def create_database(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_
     memory = is_sqlite and (":memory:" in url or url.rstrip("/").endswith("sqlite+aiosqlite:"))
     if is_sqlite:
         kwargs["async_creator"] = sqlite_driver.async_creator(url, busy_timeout_ms=busy_timeout_ms)
+        kwargs["module"] = sqlite_driver.dbapi  # statements run from the greenlet, no loop trip
     if memory:
         kwargs["poolclass"] = StaticPool
     elif is_sqlite:

@@ -17,20 +17,35 @@ statement has changed nothing, so running it again is safe; writers start with B
 
 The classes mimic the part of ``aiosqlite.Connection`` that SQLAlchemy's aiosqlite dialect
 uses; :func:`async_creator` plugs them in as the engine's ``async_creator``.
+
+SQLAlchemy's asyncio adapter still hands every statement to the event loop: it runs in a
+greenlet, and each cursor open, execute and close, each commit and rollback switches out of
+it to await a coroutine and back in (three switches and an ``asyncio.Lock`` a statement).
+:data:`dbapi` (the engine's ``module``) adapts the connection with :class:`InlineAdapted`
+instead, whose cursors and transactions call sqlite3 straight from the greenlet and go
+through the event loop only to wait for a busy database.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+from greenlet import getcurrent  # type: ignore[import-untyped]
+from sqlalchemy.dialects.sqlite.aiosqlite import (
+    AsyncAdapt_aiosqlite_connection,
+    AsyncAdapt_aiosqlite_cursor,
+    AsyncAdapt_aiosqlite_dbapi,
+    SQLiteDialect_aiosqlite,
+)
 from sqlalchemy.engine import make_url
+from sqlalchemy.util import EMPTY_DICT, await_
 
-__all__ = ["InlineConnection", "InlineCursor", "async_creator"]
+__all__ = ["InlineAdapted", "InlineConnection", "InlineCursor", "async_creator", "dbapi"]
 
 T = TypeVar("T")
 Row = tuple[object, ...]
@@ -148,6 +163,16 @@ class InlineConnection:
                 await asyncio.sleep(min(backoff, deadline - now))
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
+    def call_now(self, function: Callable[..., T], *args: object) -> T:
+        """``function(*args)`` at once, from SQLAlchemy's greenlet; only a busy database
+        goes through the event loop (``_call``'s async retries)."""
+        try:
+            return function(*args)
+        except sqlite3.OperationalError as error:
+            if not _is_busy(error):
+                raise
+        return await_(self._call(function, *args))
+
     def cursor(self) -> InlineCursor:
         return InlineCursor(self)
 
@@ -171,6 +196,105 @@ class InlineConnection:
     @property
     def isolation_level(self) -> str | None:
         return self._conn.isolation_level
+
+
+class _Ready:
+    """An awaitable that is done at once (it never yields to the event loop)."""
+
+    def __await__(self) -> Any:
+        return iter(())
+
+
+_READY = _Ready()
+
+
+def _note_async() -> None:
+    """``AsyncConnection.execute`` checks that its statement went through the event loop (a
+    sync driver would block it): once per SQLAlchemy greenlet, hand it a done awaitable. The
+    statements themselves run inline (a busy database still waits asynchronously)."""
+    current = getcurrent()
+    if not current.__dict__.get("inline_noted"):
+        current.inline_noted = True
+        await_(_READY)
+
+
+class InlineAdaptedCursor(AsyncAdapt_aiosqlite_cursor):
+    """SQLAlchemy's cursor adapter over :class:`InlineCursor`, without the event loop: the
+    statement runs, its rows are fetched and the sqlite3 cursor closed in one call."""
+
+    __slots__ = ()
+    _awaitable_cursor_close = False
+
+    def __init__(self, adapt_connection: InlineAdapted) -> None:
+        self._adapt_connection = adapt_connection
+        self._connection = adapt_connection._connection
+        connection: InlineConnection = adapt_connection._connection  # type: ignore[assignment]
+        self._cursor = InlineCursor(connection)  # type: ignore[assignment]
+        self._soft_closed_memoized = EMPTY_DICT
+        self._rows = collections.deque()
+
+    def _run(self, method: str, operation: Any, parameters: Any) -> None:
+        cursor: InlineCursor = self._cursor  # type: ignore[assignment]
+        connection: InlineConnection = self._connection  # type: ignore[assignment]
+        try:
+            _note_async()
+            if self._adapt_connection._execute_mutex.locked():  # another user is mid-retry
+                await_(self._run_locked(method, operation, parameters))
+            else:
+                connection.call_now(cursor._run, method, operation, parameters)
+        except Exception as error:
+            self._adapt_connection._handle_exception(error)
+        self._rows = collections.deque(cursor._rows)
+        cursor._rows = []
+
+    async def _run_locked(self, method: str, operation: Any, parameters: Any) -> None:
+        cursor: InlineCursor = self._cursor  # type: ignore[assignment]
+        connection: InlineConnection = self._connection  # type: ignore[assignment]
+        async with self._adapt_connection._execute_mutex:
+            await connection._call(cursor._run, method, operation, parameters)
+
+    def execute(self, operation: Any, parameters: Any = None) -> None:
+        self._run("execute", operation, () if parameters is None else parameters)
+
+    def executemany(self, operation: Any, seq_of_parameters: Any) -> None:
+        # a generator could not be replayed after a busy retry
+        self._run("executemany", operation, list(seq_of_parameters))
+
+    def close(self) -> None:
+        self._rows.clear()
+
+
+class InlineAdapted(AsyncAdapt_aiosqlite_connection):
+    """SQLAlchemy's connection adapter over :class:`InlineConnection`: cursors are
+    :class:`InlineAdaptedCursor`, commit and rollback run at once."""
+
+    __slots__ = ()
+    _cursor_cls = InlineAdaptedCursor  # type: ignore[assignment]
+
+    def _finish(self, name: str) -> None:
+        connection: InlineConnection = self._connection  # type: ignore[assignment]
+        if connection._connection is None:
+            return
+        try:
+            connection.call_now(getattr(connection._connection, name))
+        except Exception as error:
+            self._handle_exception(error)
+
+    def commit(self) -> None:
+        self._finish("commit")
+
+    def rollback(self) -> None:
+        self._finish("rollback")
+
+
+class _InlineDBAPI(AsyncAdapt_aiosqlite_dbapi):
+    def connect(self, *arg: Any, **kw: Any) -> InlineAdapted:
+        creator_fn = kw.pop("async_creator_fn")
+        return InlineAdapted(self, await_(creator_fn(*arg, **kw)))
+
+
+dbapi = _InlineDBAPI(__import__("aiosqlite"), sqlite3)
+"""The engine's ``module`` with :func:`async_creator`: connections adapted inline."""
 
 
 def async_creator(url: str, *, busy_timeout_ms: int) -> Callable[[], Awaitable[InlineConnection]]:

@@ -8,13 +8,22 @@ tenant-owned table can forget whose rows it reads. ``get``, ``get_many``, ``add`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, TypeVar, TypeVarTuple, overload
 
-from sqlalchemy import BindParameter, Column, ColumnElement, Select, select
+from sqlalchemy import (
+    BindParameter,
+    Column,
+    ColumnElement,
+    CursorResult,
+    Executable,
+    Select,
+    select,
+)
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import QueryableAttribute
+from sqlalchemy.orm import QueryableAttribute, Session
+from sqlalchemy.sql.selectable import TypedReturnsRows
 
 from app.db.models.base import Base
 from app.db.models.conversation import Conversation
@@ -23,9 +32,11 @@ from app.db.models.message import Message
 from app.db.models.message_vector import MessageVector
 
 __all__ = [
+    "CoreParameters",
     "TenantRepository",
     "TenantScope",
     "conversation_scope",
+    "execute_core",
     "memory_scope",
     "message_scope",
     "scoped",
@@ -35,6 +46,40 @@ __all__ = [
 
 M = TypeVar("M", bound=Base)
 S = TypeVar("S", bound=Select[Any])
+_Ts = TypeVarTuple("_Ts")
+
+CoreParameters = Mapping[str, object] | Sequence[Mapping[str, object]] | None
+"""One row of bind parameters, or several (an executemany)."""
+
+
+@overload
+async def execute_core(
+    session: AsyncSession,
+    statement: TypedReturnsRows[*_Ts],
+    parameters: CoreParameters = None,
+) -> CursorResult[*_Ts]: ...
+
+
+@overload
+async def execute_core(
+    session: AsyncSession, statement: Executable, parameters: CoreParameters = None
+) -> CursorResult[*tuple[Any, ...]]: ...
+
+
+async def execute_core(
+    session: AsyncSession, statement: Executable, parameters: CoreParameters = None
+) -> CursorResult[*tuple[Any, ...]]:
+    """``(await session.connection()).execute(statement, parameters)`` in one trip into
+    SQLAlchemy's greenlet instead of two (the connection, then the statement), without the
+    ``AsyncConnection`` proxy: the hot path's Core statements run several times a request.
+    The rows are fetched by then (no server-side cursor), so the result reads like any."""
+    return await session.run_sync(_execute_core, statement, parameters)
+
+
+def _execute_core(
+    session: Session, statement: Executable, parameters: CoreParameters
+) -> CursorResult[*tuple[Any, ...]]:
+    return session.connection().execute(statement, parameters)  # type: ignore[arg-type]
 
 
 class TenantScope(Generic[M]):

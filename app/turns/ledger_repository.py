@@ -18,7 +18,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import PromptLedgerRow, utcnow
-from app.db.repository import TenantScope
+from app.db.repository import TenantScope, execute_core
 from app.turns.ledger_parts import LedgerParts
 from app.turns.owner import Ledger, LedgerValues, PromptRecord
 
@@ -121,17 +121,17 @@ async def save_ledger(
     base on a conversation that may hold earlier parts, which go (one more statement, on a
     rebase only)."""
     dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
-    connection = await session.connection()  # Core: the ORM adds nothing to these
+    # Core: the ORM adds nothing to these
     if replaces:
         keys = {"conversation_id": conversation_id, "tenant_id": tenant_id}
-        await connection.execute(_drop_parts(), keys)
+        await execute_core(session, _drop_parts(), keys)
     params = {
         "conversation_id": conversation_id,
         "tenant_id": tenant_id,
         **values,
         "updated_at": utcnow(),
     }
-    await connection.execute(_upsert(dialect), params)
+    await execute_core(session, _upsert(dialect), params)
 
 
 def remember_ledger(tenant_id: str, conversation_id: str, prompt: PromptRecord, chain: str) -> None:

@@ -9,7 +9,7 @@ from sqlalchemy import ColumnElement, Table, delete, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import IdempotencyRecord, RequestLog
-from app.db.repository import TenantRepository
+from app.db.repository import TenantRepository, execute_core
 from app.wire.json import JSONObject
 
 __all__ = [
@@ -50,8 +50,7 @@ class RequestLogValues(TypedDict, total=False):
 class RequestLogRepository(TenantRepository[RequestLog]):
     async def insert(self, session: AsyncSession, row: RequestLogValues) -> None:
         """A plain INSERT on the session's connection: no unit of work to flush."""
-        connection = await session.connection()
-        await connection.execute(_INSERT_REQUEST_LOG, row)
+        await execute_core(session, _INSERT_REQUEST_LOG, row)
 
 
 class IdempotencyRepository(TenantRepository[IdempotencyRecord]):
