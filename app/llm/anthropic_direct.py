@@ -33,10 +33,10 @@ from app.llm.anthropic_direct_request import (
     model_supported,
 )
 from app.llm.anthropic_direct_response import AnthropicChunks, chat_completion
-from app.llm.openai_compat import OpenAICompatTransport
+from app.llm.openai_compat import OpenAICompatTransport, error_from
 from app.llm.params import strip_control_params
 from app.llm.routing import Deployment
-from app.llm.sse_stream import UpstreamHTTPError, not_a_stream
+from app.llm.sse_stream import UpstreamHTTPError
 from app.wire.json import JSONObject
 
 __all__ = ["AnthropicTransport", "Unsupported", "is_direct_anthropic"]
@@ -75,15 +75,6 @@ def _url(deployment: Deployment) -> str:
 # The statuses litellm's Anthropic errors carry instead of Anthropic's own: a request too
 # large is its BadRequestError (400), "overloaded" (529) its InternalServerError (500).
 _LITELLM_STATUS = {413: 400, 529: 500}
-
-
-def _error_from(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
-    try:
-        body: object = orjson.loads(content) if content else None
-    except orjson.JSONDecodeError:
-        body = content.decode("utf-8", "replace")[:2000]
-    status = _LITELLM_STATUS.get(response.status_code, response.status_code)
-    return UpstreamHTTPError(status, body or response.reason_phrase or "no body", response.headers)
 
 
 async def _events(response: httpx.Response) -> AsyncIterator[JSONObject]:
@@ -160,7 +151,7 @@ class AnthropicTransport:
         response = await self._pool.send(request, stream=False)
         content = response.content
         if response.status_code >= 400:
-            raise _error_from(response, content)
+            raise error_from(response, content, _LITELLM_STATUS)
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError:
@@ -175,18 +166,5 @@ class AnthropicTransport:
         return chat_completion(data)
 
     async def open_stream(self, deployment: Deployment, request: httpx.Request) -> AnthropicChunks:
-        response = await self._pool.send(request, stream=True)
-        if response.status_code >= 400:
-            try:
-                content = await response.aread()
-            finally:
-                await response.aclose()
-            raise _error_from(response, content)
-        content_type = response.headers.get("content-type", "")
-        if content_type and "text/event-stream" not in content_type.lower():
-            try:
-                content = await response.aread()
-            finally:
-                await response.aclose()
-            raise not_a_stream(deployment.model_name, response, content_type, content)
+        response = await self._pool.send_for_events(request, deployment.model_name, _LITELLM_STATUS)
         return AnthropicChunks(_events(response))

@@ -49,14 +49,17 @@ def is_direct(deployment: Deployment) -> bool:
     )
 
 
-def _error_from(response: httpx.Response, content: bytes) -> UpstreamHTTPError:
+def error_from(
+    response: httpx.Response, content: bytes, statuses: Mapping[int, int] | None = None
+) -> UpstreamHTTPError:
+    """The upstream's error response as ``UpstreamHTTPError``; ``statuses``: a status to
+    report as another (as litellm does for a provider)."""
     try:
         body: object = orjson.loads(content) if content else None
     except orjson.JSONDecodeError:
         body = content.decode("utf-8", "replace")[:2000]
-    return UpstreamHTTPError(
-        response.status_code, body or response.reason_phrase or "no body", response.headers
-    )
+    status = (statuses or {}).get(response.status_code, response.status_code)
+    return UpstreamHTTPError(status, body or response.reason_phrase or "no body", response.headers)
 
 
 _HEADERS = {
@@ -236,7 +239,7 @@ class OpenAICompatTransport:
         response = await self.send(request, stream=False)
         content = response.content
         if response.status_code >= 400:
-            raise _error_from(response, content)
+            raise error_from(response, content)
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError:
@@ -256,7 +259,7 @@ class OpenAICompatTransport:
             self._post(deployment, "/embeddings", body, timeout), stream=False
         )
         if response.status_code >= 400:
-            raise _error_from(response, response.content)
+            raise error_from(response, response.content)
         try:
             data = orjson.loads(response.content)
         except orjson.JSONDecodeError:
@@ -275,18 +278,25 @@ class OpenAICompatTransport:
         timeout: httpx.Timeout,
     ) -> SSEStream:
         request = self._request(deployment, messages, params, timeout, stream=True)
+        return SSEStream(await self.send_for_events(request, deployment.model_name))
+
+    async def send_for_events(
+        self, request: httpx.Request, model_name: str, statuses: Mapping[int, int] | None = None
+    ) -> httpx.Response:
+        """The streamed response to ``request``, once it is an event stream (an error, or
+        another content type, raises: ``error_from`` with ``statuses``, ``not_a_stream``)."""
         response = await self.send(request, stream=True)
         if response.status_code >= 400:
             try:
                 content = await response.aread()
             finally:
                 await response.aclose()
-            raise _error_from(response, content)
+            raise error_from(response, content, statuses)
         content_type = response.headers.get("content-type", "")
         if content_type and "text/event-stream" not in content_type.lower():
             try:
                 content = await response.aread()
             finally:
                 await response.aclose()
-            raise not_a_stream(deployment.model_name, response, content_type, content)
-        return SSEStream(response)
+            raise not_a_stream(model_name, response, content_type, content)
+        return response
