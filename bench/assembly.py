@@ -214,7 +214,9 @@ async def measure(
                 history.append(count)
                 warm += 1
             for index in range(repeats):
-                body = turn(f"next question {index}", conversation_id)
+                # A question of this size's own: the recall query's embedding (~13 ms of MiniLM)
+                # is remembered by text, and a size that met the last one's would skip it.
+                body = turn(f"next question {index} about {size} messages", conversation_id)
                 request = ChatCompletionRequest.model_validate(body)
                 context = TurnContext(request, caller, new_request_id(), time.perf_counter())
                 started = time.perf_counter()
