@@ -16,6 +16,7 @@ from app.conversations.fingerprint import (
     matches_prefix,
     new_messages_start,
 )
+from app.conversations.matching import match_by_prefix
 from app.conversations.messages import (
     ConversationMessage,
     attach_reasoning_steps,
@@ -26,7 +27,7 @@ from app.conversations.resolved import HeadMoved, ResolvedConversation
 from app.conversations.rows import MessageRow
 from app.conversations.stamp import Stamp
 from app.core.errors import NotFound
-from app.db.models import Conversation, PromptLedgerRow, new_id
+from app.db.models import Conversation, new_id
 from app.tokens.counter import text_of
 
 __all__ = [
@@ -37,8 +38,6 @@ __all__ = [
 ]
 
 _SYSTEM_ROLES = ("system", "developer")
-# How many of the incoming sequence's last heads are looked up first (``_match_by_prefix``).
-RECENT_HEADS = 8
 
 
 def _cache_values(state: CacheState) -> dict[str, int]:
@@ -83,7 +82,7 @@ class ConversationService:
             return ResolvedConversation(
                 conversation.id, conversation, start, summaries, at, ledger, ledger_read=True
             )
-        return await self._match_by_prefix(session, tenant_id, incoming_hashes)
+        return await match_by_prefix(session, tenant_id, incoming_hashes)
 
     async def _new_start(
         self, session: AsyncSession, conversation: Conversation, incoming_hashes: list[str]
@@ -119,47 +118,6 @@ class ConversationService:
         calls = known.calls if known is not None else {}
         self.edges.put(tenant_id, conversation.id, Edges(head, system, tail, calls))
         return system, tail
-
-    async def _match_by_prefix(
-        self, session: AsyncSession, tenant_id: str, incoming_hashes: list[str]
-    ) -> ResolvedConversation:
-        chain = chain_hashes(incoming_hashes)
-        # The longest stored match decides. An agent's is a few messages short of what it
-        # resends (its last call's answer and tool results are new): the last heads are looked
-        # up first, in a statement of a fixed shape that SQLite keeps prepared; a match there
-        # is longer than any the earlier heads could give, so those are read only without one.
-        recent = len(chain) - RECENT_HEADS
-        best = self._longest(
-            chain, await repository.find_by_heads(session, tenant_id, chain[max(recent, 0) :])
-        )
-        if not best and recent > 0:
-            best = self._longest(
-                chain, await repository.find_by_heads(session, tenant_id, chain[:recent])
-            )
-        if len(best) == 1:
-            found, ledger = best[0]
-            return ResolvedConversation(
-                found.id, found, found.message_count, ledger_row=ledger, ledger_read=True
-            )
-        # No match, or an ambiguous one: a new conversation.
-        return ResolvedConversation(new_id("conv"), None, 0)
-
-    @staticmethod
-    def _longest(
-        chain: list[str], candidates: list[tuple[Conversation, PromptLedgerRow | None]]
-    ) -> list[tuple[Conversation, PromptLedgerRow | None]]:
-        """The candidates whose whole stored sequence begins ``chain``, longest only (more
-        than one: ambiguous)."""
-        best: list[tuple[Conversation, PromptLedgerRow | None]] = []
-        for candidate, ledger in candidates:
-            count = candidate.message_count
-            if count == 0 or count > len(chain) or chain[count - 1] != candidate.head_hash:
-                continue
-            if not best or count > best[0][0].message_count:
-                best = [(candidate, ledger)]
-            elif count == best[0][0].message_count:
-                best.append((candidate, ledger))
-        return best
 
     async def append(
         self,

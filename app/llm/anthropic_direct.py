@@ -33,7 +33,7 @@ from app.llm.anthropic_direct_request import (
     model_supported,
 )
 from app.llm.anthropic_direct_response import AnthropicChunks, chat_completion
-from app.llm.openai_compat import OpenAICompatTransport, error_from
+from app.llm.openai_compat import OpenAICompatTransport
 from app.llm.params import strip_control_params
 from app.llm.routing import Deployment
 from app.llm.sse_stream import UpstreamHTTPError
@@ -148,19 +148,10 @@ class AnthropicTransport:
 
     async def complete(self, deployment: Deployment, request: httpx.Request) -> JSONObject:
         """litellm's chat completion of the answer (normalized by the caller)."""
-        response = await self._pool.send(request, stream=False)
-        content = response.content
-        if response.status_code >= 400:
-            raise error_from(response, content, _LITELLM_STATUS)
-        try:
-            data = orjson.loads(content)
-        except orjson.JSONDecodeError:
-            raise UpstreamHTTPError(
-                502, "the upstream answered with something that is not JSON"
-            ) from None
+        data, status = await self._pool.send_for_json(request, _LITELLM_STATUS)
         if not isinstance(data, dict) or data.get("type") != "message":
             raise UpstreamHTTPError(
-                response.status_code if "error" in data else 502,
+                status if isinstance(data, dict) and "error" in data else 502,
                 data if isinstance(data, dict) else str(data)[:2000],
             )
         return chat_completion(data)

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import httpx
@@ -25,6 +23,7 @@ from app.core import metrics
 from app.core.errors import ContextGateError, UpstreamError
 from app.llm import fastpath
 from app.llm.anthropic_direct import AnthropicTransport, Unsupported, is_direct_anthropic
+from app.llm.completion import Completion, RetryPolicy
 from app.llm.errors import is_retryable, map_upstream_error, retry_after_seconds
 from app.llm.model_info import ModelInfo, model_info_for
 from app.llm.openai_compat import OpenAICompatTransport, is_direct
@@ -33,7 +32,6 @@ from app.llm.pricing import UsageCost
 from app.llm.responses import Usage, normalize_completion, usage_of
 from app.llm.routing import Deployment, ModelRouter, is_anthropic
 from app.llm.stream_handle import StreamHandle, incomplete_stream
-from app.wire.chat import ChatCompletion
 from app.wire.embeddings import EmbeddingInput, EmbeddingsResponse
 
 if TYPE_CHECKING:
@@ -58,36 +56,6 @@ def litellm_copy(messages: Sequence[Mapping[str, object]]) -> list[dict[str, Any
     """The messages as litellm's own: its provider translations may change a message in place,
     and the prompt's messages are shared with the ledger's memory (app/turns/ledger_parts.py)."""
     return cast(list[dict[str, Any]], orjson.loads(orjson.dumps(list(messages))))
-
-
-@dataclass(slots=True)
-class Completion:
-    response: ChatCompletion
-    usage: Usage | None
-    deployment: Deployment
-    prompt_cost: float = 0.0  # the provider's prompt cache included (its reads and writes)
-    completion_cost: float = 0.0
-    cache_read_cost: float = 0.0  # parts of prompt_cost
-    cache_write_cost: float = 0.0
-
-    @property
-    def content(self) -> str:
-        choices = self.response.get("choices") or []
-        message = choices[0].get("message") if choices else None
-        return str(message.get("content") or "") if message else ""
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    max_retries: int = 2
-    backoff_s: float = 0.5
-    max_backoff_s: float = 8.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return retry_after
-        base = self.backoff_s * (2**attempt)
-        return float(min(self.max_backoff_s, base * (0.75 + random.random() / 2)))
 
 
 class LLMClient:

@@ -236,19 +236,26 @@ class OpenAICompatTransport:
     ) -> JSONObject:
         """The upstream's ``chat.completion`` as it sent it (normalized by the caller)."""
         request = self._request(deployment, messages, params, timeout, stream=False)
+        data, _ = await self.send_for_json(request)
+        if not isinstance(data, dict) or "choices" not in data:
+            raise UpstreamHTTPError(502, data if isinstance(data, dict) else str(data)[:2000])
+        return data
+
+    async def send_for_json(
+        self, request: httpx.Request, statuses: Mapping[int, int] | None = None
+    ) -> tuple[object, int]:
+        """(the answer's JSON, its status) for ``request``; an error status raises
+        ``error_from`` with ``statuses``, an answer that is not JSON a 502."""
         response = await self.send(request, stream=False)
         content = response.content
         if response.status_code >= 400:
-            raise error_from(response, content)
+            raise error_from(response, content, statuses)
         try:
-            data = orjson.loads(content)
+            return orjson.loads(content), response.status_code
         except orjson.JSONDecodeError:
             raise UpstreamHTTPError(
                 502, "the upstream answered with something that is not JSON"
             ) from None
-        if not isinstance(data, dict) or "choices" not in data:
-            raise UpstreamHTTPError(502, data if isinstance(data, dict) else str(data)[:2000])
-        return data
 
     async def embeddings(
         self, deployment: Deployment, body: JSONObject, timeout: httpx.Timeout
