@@ -85,6 +85,7 @@ def build_state(settings: Settings) -> AppState:
         settings.database_url,
         pool_size=settings.db_pool_size,
         busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+        background_checkpoints=True,
     )
     llm = LLMClient(
         router,

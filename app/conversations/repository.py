@@ -8,7 +8,6 @@ from typing import cast
 
 from sqlalchemy import (
     CompoundSelect,
-    Row,
     Select,
     Table,
     Update,
@@ -29,6 +28,7 @@ from sqlalchemy.orm import aliased
 
 from app.conversations.messages import HISTORY_COLUMNS, HistoryColumns
 from app.conversations.rows import MessageRow
+from app.db.entities import EntityColumns
 from app.db.models import Conversation, ConversationSummaryRow, Message, PromptLedgerRow
 from app.db.models.base import utcnow
 from app.db.repository import TenantRepository, execute_core
@@ -46,11 +46,10 @@ class ConversationRepository(TenantRepository[Conversation]):
         The summaries are what ``MemoryRepository.active_summaries`` returns, in its order.
         """
         params = {"conversation_id": conversation_id, "tenant_id": tenant_id}
-        rows = (await session.execute(_WITH_SUMMARIES, params)).all()
+        rows = (await execute_core(session, _WITH_SUMMARIES, params)).all()
         if not rows:
             return None, [], None
-        summaries = [row[1] for row in rows if row[1] is not None]
-        return rows[0][0], summaries, rows[0][2]
+        return _entities(rows)
 
     async def update_if_unchanged(
         self,
@@ -80,7 +79,8 @@ class ConversationRepository(TenantRepository[Conversation]):
         found: list[tuple[Conversation, PromptLedgerRow | None]] = []
         for start in range(0, len(heads), 500):
             params = {"tenant_id": tenant_id, "heads": list(heads[start : start + 500])}
-            found.extend((await session.execute(_BY_HEADS, params)).tuples())
+            rows = (await execute_core(session, _BY_HEADS, params)).all()
+            found.extend(_with_ledger(row) for row in rows)
         return found
 
     async def list_recent(
@@ -152,7 +152,7 @@ class ConversationRepository(TenantRepository[Conversation]):
         cut: int,
         min_turn: int | None = None,
         first_sequence: int = 0,
-    ) -> Sequence[Row[*HistoryColumns]]:
+    ) -> Sequence[tuple[*HistoryColumns]]:
         """The system prompt plus every message from absolute token position ``cut`` on.
 
         One indexed range query: its cost follows what can be sent, not the history's length.
@@ -167,8 +167,7 @@ class ConversationRepository(TenantRepository[Conversation]):
             "first_sequence": first_sequence,
         }
         result = await execute_core(session, _context_statement(min_turn is not None), params)
-        rows: Sequence[Row[*HistoryColumns]] = result.all()
-        return rows
+        return result.all()
 
     async def tool_call_turns(
         self, session: AsyncSession, conversation_id: str, call_ids: set[str], *, scan: int = 200
@@ -190,19 +189,11 @@ class ConversationRepository(TenantRepository[Conversation]):
 
     async def messages_from(
         self, session: AsyncSession, conversation_id: str, first_sequence: int
-    ) -> Sequence[Row[*HistoryColumns]]:
+    ) -> Sequence[tuple[*HistoryColumns]]:
         """The ``HISTORY_COLUMNS`` of the messages from ``first_sequence`` on (a tool loop's
         newest answer, for the prompt owner's append: one indexed range query)."""
-        columns = [getattr(Message, name) for name in HISTORY_COLUMNS]
-        statement = (
-            select(*columns)
-            .where(
-                Message.conversation_id == conversation_id,
-                Message.sequence_number >= first_sequence,
-            )
-            .order_by(Message.sequence_number)
-        )
-        return (await session.execute(statement)).all()
+        params = {"conversation_id": conversation_id, "first_sequence": first_sequence}
+        return (await execute_core(session, _messages_from(), params)).all()
 
     async def all_messages(self, session: AsyncSession, conversation_id: str) -> list[Message]:
         statement = (
@@ -275,8 +266,13 @@ _NEWEST_PART = (
     .correlate(Conversation)
     .scalar_subquery()
 )
+# Read as plain columns: the instances are only read (app/db/entities.py).
+_CONVERSATION = EntityColumns(Conversation)
+_SUMMARY = EntityColumns(ConversationSummaryRow)
+_LEDGER = EntityColumns(PromptLedgerRow)
 _WITH_SUMMARIES = (
-    select(Conversation, ConversationSummaryRow, PromptLedgerRow)
+    select(*_CONVERSATION.columns, *_SUMMARY.columns, *_LEDGER.columns)
+    .select_from(_conversations)
     .outerjoin(ConversationSummaryRow, _ACTIVE_SUMMARY)
     # The ledger's newest part (it carries the tenant) rides on the first row only: a base
     # part holds a whole prompt, and a conversation may have several summaries.
@@ -299,10 +295,27 @@ _WITH_SUMMARIES = (
 )
 
 
+def _entities(
+    rows: Sequence[Sequence[object]],
+) -> tuple[Conversation, list[ConversationSummaryRow], PromptLedgerRow | None]:
+    """The conversation, its summaries and its ledger's newest part from ``_WITH_SUMMARIES``
+    rows (a summary's or the part's columns are all NULL where the outer join found none)."""
+    summary_at = _CONVERSATION.width
+    ledger_at = summary_at + _SUMMARY.width
+    first = rows[0]
+    conversation = _CONVERSATION.build(first[:summary_at])
+    summaries = [
+        _SUMMARY.build(row[summary_at:ledger_at]) for row in rows if row[summary_at] is not None
+    ]
+    ledger = _LEDGER.build(first[ledger_at:]) if first[ledger_at] is not None else None
+    return conversation, summaries, ledger
+
+
 # Built once, the heads an expanding parameter: an agent's prompt brings ~100 of them, and
 # ``in_(list)`` coerced each one every call.
 _BY_HEADS = (
-    select(Conversation, PromptLedgerRow)
+    select(*_CONVERSATION.columns, *_LEDGER.columns)
+    .select_from(_conversations)
     .outerjoin(
         PromptLedgerRow,
         and_(
@@ -315,6 +328,13 @@ _BY_HEADS = (
         conversation_repository.tenant_clause(bindparam("tenant_id")),
     )
 )
+
+
+def _with_ledger(row: Sequence[object]) -> tuple[Conversation, PromptLedgerRow | None]:
+    """A ``_BY_HEADS`` row: the conversation and its ledger's newest part, if any."""
+    at = _CONVERSATION.width
+    ledger = _LEDGER.build(row[at:]) if row[at] is not None else None
+    return _CONVERSATION.build(row[:at]), ledger
 
 
 def _edge_hashes() -> CompoundSelect[int, int, str]:
@@ -363,6 +383,19 @@ def _context_statement(with_recent_turns: bool) -> Select[*HistoryColumns]:
     return (
         select(*columns)
         .where(c.id.in_(union(*ranges).scalar_subquery()))
+        .order_by(c.sequence_number)
+    )
+
+
+@lru_cache(maxsize=1)
+def _messages_from() -> Select[*HistoryColumns]:
+    c = _messages.c
+    return (
+        select(*[c[name] for name in HISTORY_COLUMNS])
+        .where(
+            c.conversation_id == bindparam("conversation_id"),
+            c.sequence_number >= bindparam("first_sequence"),
+        )
         .order_by(c.sequence_number)
     )
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.conversations.messages import ConversationMessage, from_history_row
+from app.conversations.messages import HISTORY_COLUMNS, ConversationMessage, from_history_row
 from app.conversations.repository import conversation_repository
 
 __all__ = ["stored_tail"]
+
+_STATUS = HISTORY_COLUMNS.index("status")
 
 
 async def stored_tail(
@@ -31,4 +33,4 @@ async def stored_tail(
         first_sequence=first_sequence,
     )
     # A message deleted through the Conversations API is kept, never sent again.
-    return [from_history_row(row) for row in rows if row.status != "deleted"]
+    return [from_history_row(row) for row in rows if row[_STATUS] != "deleted"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, Pool, StaticPool
 
 from app.core import sqlite_driver
 from app.core.errors import DatabaseUnavailable
+from app.core.wal_checkpoint import WalCheckpointer
 
 __all__ = ["Database", "create_database"]
 
@@ -41,12 +43,18 @@ class Database:
     # connection held while waiting) instead of in SQLite's busy handler, which is unfair
     # and can starve a writer past the busy timeout under load.
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The server's SQLite file: its log checkpointed off the event loop (wal_checkpoint.py).
+    checkpointer: WalCheckpointer | None = None
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
-        """A read transaction; under WAL it never waits for writers."""
+        """A read transaction; under WAL it never waits for writers. On SQLite its
+        connection is taken at once: the hot path's statements then run on it directly
+        (app/db/sqlite_core.py), and a read session always reads."""
         session = self.sessionmaker()
         try:
+            if self.is_sqlite:
+                await session.connection()
             yield session
         finally:
             await self._close(session)
@@ -96,6 +104,8 @@ class Database:
             await conn.execute(text("SELECT 1"))
 
     async def dispose(self) -> None:
+        if self.checkpointer is not None:
+            await asyncio.to_thread(self.checkpointer.stop)
         await self.engine.dispose()
 
 
@@ -119,7 +129,9 @@ def _install_unavailable_errors(engine: AsyncEngine) -> None:
         return None
 
 
-def _install_sqlite_pragmas(engine: AsyncEngine, memory: bool) -> None:
+def _install_sqlite_pragmas(
+    engine: AsyncEngine, memory: bool, *, background_checkpoints: bool
+) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
         # Let SQLAlchemy (not the driver) emit BEGIN, so we choose its mode.
@@ -128,6 +140,8 @@ def _install_sqlite_pragmas(engine: AsyncEngine, memory: bool) -> None:
         if not memory:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
+        if background_checkpoints:  # never on a commit, on the event loop's thread
+            cursor.execute("PRAGMA wal_autocheckpoint=0")
         # 0: the driver waits for a busy database with async sleeps (sqlite_driver.py).
         cursor.execute("PRAGMA busy_timeout=0")
         cursor.execute("PRAGMA foreign_keys=ON")
@@ -165,7 +179,15 @@ class _EngineOptions(TypedDict, total=False):
     pool_pre_ping: bool
 
 
-def create_database(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000) -> Database:
+def create_database(
+    url: str,
+    *,
+    pool_size: int = 10,
+    busy_timeout_ms: int = 30_000,
+    background_checkpoints: bool = False,
+) -> Database:
+    """The engine and sessions for ``url``. ``background_checkpoints`` (the server): a SQLite
+    file's log is checkpointed by a thread of its own instead of by a committing request."""
     is_sqlite = url.startswith("sqlite")
     kwargs: _EngineOptions = {}
     memory = is_sqlite and (":memory:" in url or url.rstrip("/").endswith("sqlite+aiosqlite:"))
@@ -185,10 +207,25 @@ def create_database(url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_
         url, json_serializer=_json_dumps, json_deserializer=orjson.loads, **kwargs
     )
     _install_unavailable_errors(engine)
+    checkpointer = None
+    if is_sqlite and not memory and background_checkpoints:
+        checkpointer = _checkpointer(url)
     if is_sqlite:
-        _install_sqlite_pragmas(engine, memory)
+        _install_sqlite_pragmas(engine, memory, background_checkpoints=checkpointer is not None)
     return Database(
         engine=engine,
         sessionmaker=async_sessionmaker(engine, expire_on_commit=False),
         is_sqlite=is_sqlite,
+        checkpointer=checkpointer,
     )
+
+
+def _checkpointer(url: str) -> WalCheckpointer:
+    args, kwargs = sqlite_driver.connect_args(url)
+    kwargs["check_same_thread"] = False  # opened, used and closed on the checkpointer's thread
+    path = str(args[0]) if args else str(kwargs.get("database", ""))
+    if path.startswith("file:"):  # a URI: the file is what comes before its query
+        path = path.removeprefix("file:").split("?", 1)[0]
+    checkpointer = WalCheckpointer(lambda: sqlite3.connect(*args, **kwargs), path)
+    checkpointer.start()
+    return checkpointer

@@ -7,8 +7,8 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core import metrics
+from app.core.ids import new_id
 from app.core.logging import request_id_var
-from app.db.models import new_id
 
 __all__ = ["RequestContextMiddleware"]
 

@@ -45,7 +45,15 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.util import EMPTY_DICT, await_
 
-__all__ = ["InlineAdapted", "InlineConnection", "InlineCursor", "async_creator", "dbapi"]
+__all__ = [
+    "InlineAdapted",
+    "InlineConnection",
+    "InlineCursor",
+    "async_creator",
+    "connect_args",
+    "dbapi",
+    "is_busy",
+]
 
 T = TypeVar("T")
 Row = tuple[object, ...]
@@ -55,7 +63,7 @@ _FIRST_BACKOFF_S = 0.001
 _MAX_BACKOFF_S = 0.05
 
 
-def _is_busy(error: sqlite3.OperationalError) -> bool:
+def is_busy(error: sqlite3.OperationalError) -> bool:
     code = getattr(error, "sqlite_errorcode", None)
     if code is not None:
         return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -154,7 +162,7 @@ class InlineConnection:
             try:
                 return function(*args)
             except sqlite3.OperationalError as error:
-                if not _is_busy(error):
+                if not is_busy(error):
                     raise
                 now = time.monotonic()
                 deadline = deadline if deadline is not None else now + self._busy_timeout_s
@@ -169,7 +177,7 @@ class InlineConnection:
         try:
             return function(*args)
         except sqlite3.OperationalError as error:
-            if not _is_busy(error):
+            if not is_busy(error):
                 raise
         return await_(self._call(function, *args))
 
@@ -297,15 +305,22 @@ dbapi = _InlineDBAPI(__import__("aiosqlite"), sqlite3)
 """The engine's ``module`` with :func:`async_creator`: connections adapted inline."""
 
 
+def connect_args(url: str) -> tuple[list[Any], dict[str, Any]]:
+    """``sqlite3.connect``'s arguments for ``url`` (``sqlite+aiosqlite://…``), as
+    SQLAlchemy's dialect reads them (the file, ``uri``, …)."""
+    args, kwargs = SQLiteDialect_aiosqlite().create_connect_args(make_url(url))
+    return list(args), dict(kwargs)
+
+
 def async_creator(url: str, *, busy_timeout_ms: int) -> Callable[[], Awaitable[InlineConnection]]:
     """SQLAlchemy ``async_creator`` opening ``url`` (``sqlite+aiosqlite://…``) inline."""
-    args, kwargs = SQLiteDialect_aiosqlite().create_connect_args(make_url(url))
+    args, kwargs = connect_args(url)
     kwargs["check_same_thread"] = False  # the pool may close it from another thread at exit
     kwargs["timeout"] = 0  # busy waits are async sleeps (_call), never blocking ones
     busy_timeout_s = busy_timeout_ms / 1000
 
     async def create() -> InlineConnection:
-        connection = sqlite3.connect(*args, **kwargs)  # type: ignore[call-overload]
+        connection = sqlite3.connect(*args, **kwargs)
         return InlineConnection(connection, busy_timeout_s)
 
     return create

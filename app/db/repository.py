@@ -9,7 +9,7 @@ tenant-owned table can forget whose rows it reads. ``get``, ``get_many``, ``add`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar, TypeVarTuple, overload
+from typing import Any, Generic, Protocol, TypeVar, TypeVarTuple, overload
 
 from sqlalchemy import (
     BindParameter,
@@ -30,9 +30,11 @@ from app.db.models.conversation import Conversation
 from app.db.models.memory import Memory
 from app.db.models.message import Message
 from app.db.models.message_vector import MessageVector
+from app.db.sqlite_core import run_inline
 
 __all__ = [
     "CoreParameters",
+    "CoreResult",
     "TenantRepository",
     "TenantScope",
     "conversation_scope",
@@ -52,28 +54,45 @@ CoreParameters = Mapping[str, object] | Sequence[Mapping[str, object]] | None
 """One row of bind parameters, or several (an executemany)."""
 
 
+class CoreResult(Protocol[*_Ts]):
+    """What the hot path reads of a Core statement's result (a ``CursorResult``, or the
+    inline runner's on SQLite)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def all(self) -> Sequence[tuple[*_Ts]]: ...
+
+
 @overload
 async def execute_core(
     session: AsyncSession,
     statement: TypedReturnsRows[*_Ts],
     parameters: CoreParameters = None,
-) -> CursorResult[*_Ts]: ...
+) -> CoreResult[*_Ts]: ...
 
 
 @overload
 async def execute_core(
     session: AsyncSession, statement: Executable, parameters: CoreParameters = None
-) -> CursorResult[*tuple[Any, ...]]: ...
+) -> CoreResult[*tuple[Any, ...]]: ...
 
 
 async def execute_core(
     session: AsyncSession, statement: Executable, parameters: CoreParameters = None
-) -> CursorResult[*tuple[Any, ...]]:
-    """``(await session.connection()).execute(statement, parameters)`` in one trip into
-    SQLAlchemy's greenlet instead of two (the connection, then the statement), without the
-    ``AsyncConnection`` proxy: the hot path's Core statements run several times a request.
-    The rows are fetched by then (no server-side cursor), so the result reads like any."""
-    return await session.run_sync(_execute_core, statement, parameters)
+) -> CoreResult[*tuple[Any, ...]]:
+    """A Core statement on the session's connection, as fast as the database allows: on
+    SQLite straight on its connection (app/db/sqlite_core.py), else
+    ``(await session.connection()).execute(statement, parameters)`` in one trip into
+    SQLAlchemy's greenlet instead of two, without the ``AsyncConnection`` proxy. The rows are
+    fetched by then (no server-side cursor), so the result reads like any."""
+    inline = await run_inline(session, statement, parameters)
+    if inline is not None:
+        return inline
+    result: CursorResult[*tuple[Any, ...]] = await session.run_sync(
+        _execute_core, statement, parameters
+    )
+    return result
 
 
 def _execute_core(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import secrets
 from datetime import UTC, datetime
 
 from sqlalchemy import JSON, DateTime, MetaData
 from sqlalchemy.orm import DeclarativeBase
+
+from app.core.ids import new_id
 
 __all__ = ["Base", "new_id", "utcnow"]
 
@@ -30,8 +31,3 @@ class Base(DeclarativeBase):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def new_id(prefix: str) -> str:
-    """Opaque, unguessable ids such as ``conv_3f9c…``."""
-    return f"{prefix}_{secrets.token_hex(12)}"
