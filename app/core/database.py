@@ -24,6 +24,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, Pool, StaticPool
 
 from app.core import sqlite_driver
 from app.core.errors import DatabaseUnavailable
+from app.core.sqlite_lanes import Lanes
 from app.core.wal_checkpoint import WalCheckpointer
 
 __all__ = ["Database", "create_database"]
@@ -45,12 +46,20 @@ class Database:
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # The server's SQLite file: its log checkpointed off the event loop (wal_checkpoint.py).
     checkpointer: WalCheckpointer | None = None
+    # A SQLite file's transactions on connections of their own, SQLite's BEGIN and COMMIT
+    # without SQLAlchemy's session machinery (sqlite_lanes.py).
+    lanes: Lanes | None = None
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
         """A read transaction; under WAL it never waits for writers. On SQLite its
         connection is taken at once: the hot path's statements then run on it directly
         (app/db/sqlite_core.py), and a read session always reads."""
+        if self.lanes is not None:
+            async with self.lanes.transaction(immediate=False, commit=False) as lane_session:
+                if lane_session is not None:
+                    yield lane_session
+                    return
         session = self.sessionmaker()
         try:
             if self.is_sqlite:
@@ -71,8 +80,14 @@ class Database:
             async with self._transaction() as session:
                 yield session
             return
-        async with self.write_lock, self._transaction(immediate=True) as session:
-            yield session
+        async with self.write_lock:
+            if self.lanes is not None:
+                async with self.lanes.transaction(immediate=True, commit=True) as lane_session:
+                    if lane_session is not None:
+                        yield lane_session
+                        return
+            async with self._transaction(immediate=True) as session:
+                yield session
 
     @asynccontextmanager
     async def _transaction(self, *, immediate: bool = False) -> AsyncIterator[AsyncSession]:
@@ -104,6 +119,8 @@ class Database:
             await conn.execute(text("SELECT 1"))
 
     async def dispose(self) -> None:
+        if self.lanes is not None:
+            await self.lanes.close()
         if self.checkpointer is not None:
             await asyncio.to_thread(self.checkpointer.stop)
         await self.engine.dispose()
@@ -150,6 +167,9 @@ def _install_sqlite_pragmas(
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
+        adapted = conn.connection.dbapi_connection
+        if adapted is not None and _in_transaction(adapted):
+            return  # a lane's session joining the transaction its lane began (sqlite_lanes.py)
         # Straight to the driver's cursor: exec_driver_sql's execution context cost more
         # than the BEGIN itself, twice per chat request.
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
@@ -157,6 +177,11 @@ def _install_sqlite_pragmas(
             cursor.execute(_BEGIN_STATEMENTS.get(mode, "BEGIN"))
         finally:
             cursor.close()
+
+
+def _in_transaction(adapted: Any) -> bool:
+    driver = getattr(adapted, "_connection", None)
+    return isinstance(driver, sqlite_driver.InlineConnection) and driver._conn.in_transaction
 
 
 def _json_dumps(value: object) -> str:
@@ -217,6 +242,7 @@ def create_database(
         sessionmaker=async_sessionmaker(engine, expire_on_commit=False),
         is_sqlite=is_sqlite,
         checkpointer=checkpointer,
+        lanes=Lanes(engine, pool_size) if is_sqlite and not memory else None,
     )
 
 

@@ -33,6 +33,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.core.errors import DatabaseUnavailable
 from app.core.sqlite_driver import InlineConnection, is_busy
+from app.core.sqlite_lanes import lane_of
 
 __all__ = ["InlineResult", "run_inline"]
 
@@ -101,12 +102,17 @@ async def run_inline(
 ) -> InlineResult | None:
     """``statement`` run on the session's SQLite connection, or None when it must go through
     SQLAlchemy (not SQLite, no connection checked out yet, a shape this does not cover)."""
-    connection = _open_connection(session)
-    if connection is None:
-        return None
-    driver = connection.connection.driver_connection
-    if not isinstance(driver, InlineConnection):
-        return None
+    lane = lane_of(session)
+    if lane is not None:
+        connection, driver = lane.sync_connection, lane.driver
+    else:
+        opened = _open_connection(session)
+        if opened is None:
+            return None
+        connection, found = opened, opened.connection.driver_connection
+        if not isinstance(found, InlineConnection):
+            return None
+        driver = found
     rows = [parameters] if parameters is None or isinstance(parameters, Mapping) else parameters
     if not rows:
         return None
@@ -132,8 +138,8 @@ async def run_inline(
 
 
 def _open_connection(session: AsyncSession) -> Connection | None:
-    """The SQLAlchemy connection of the session's transaction, if one is checked out (taking
-    one would need SQLAlchemy's greenlet: the BEGIN may wait for a busy database)."""
+    """The SQLAlchemy connection of a (non-lane) session's transaction, if one is checked out
+    (taking one would need SQLAlchemy's greenlet: the BEGIN may wait for a busy database)."""
     transaction = session.sync_session.get_transaction()
     if transaction is None or session.bind is None:
         return None

@@ -195,7 +195,8 @@ async def test_reads_return_what_sqlalchemy_returns(database: Database) -> None:
             assert [tuple(row) for row in inline.all()] == expected, name
     assert expected[0][1] == TENANT  # the request log was read, with its defaults
     log = dict(zip(RequestLog.__table__.columns.keys(), expected[0], strict=True))
-    assert log["created_at"] is not None and log["stream"] is False
+    assert log["created_at"] is not None
+    assert log["stream"] is False
     assert log["context_utilization"] == {"tokens_used": 5, "notes": ["a", "b"]}
 
 
@@ -216,11 +217,14 @@ async def test_entities_read_as_the_orm_loads_them(database: Database) -> None:
             )
         ).scalars()
         loaded_ledger = (await session.execute(select(PromptLedgerRow))).scalar_one()
-        assert conversation is not None and ledger is not None and by_head_ledger is not None
+        assert conversation is not None
+        assert ledger is not None
+        assert by_head_ledger is not None
         assert _columns(conversation) == _columns(loaded) == _columns(by_head)
         assert [_columns(s) for s in summaries] == [_columns(s) for s in loaded_summaries]
         assert _columns(ledger) == _columns(loaded_ledger) == _columns(by_head_ledger)
-    assert conversation.meta == {"k": "v"} and conversation.last_prompt_tokens is None
+    assert conversation.meta == {"k": "v"}
+    assert conversation.last_prompt_tokens is None
     assert [s.first_turn for s in summaries] == [1, 3]
     assert summaries[0].facts == [{"fact": "x", "type": "fact", "importance": 3}]
 
