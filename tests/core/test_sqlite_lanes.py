@@ -18,6 +18,7 @@ from app.core.database import Database, create_database
 from app.core.errors import DatabaseUnavailable
 from app.core.sqlite_lanes import lane_of
 from app.db.models import Conversation, Message
+from tests.support.conversations import message_row
 
 TENANT = "tenant-a"
 
@@ -32,27 +33,7 @@ async def database(sqlite_url: str) -> AsyncIterator[Database]:
 
 
 def _message(conversation_id: str, sequence: int) -> dict[str, object]:
-    return {
-        "conversation_id": conversation_id,
-        "tenant_id": TENANT,
-        "sequence_number": sequence,
-        "turn_number": 1,
-        "role": "user",
-        "content": f"message {sequence}",
-        "name": None,
-        "tool_calls": None,
-        "tool_call_id": None,
-        "reasoning_content": None,
-        "thinking_blocks": None,
-        "context_prefix": None,
-        "prompt_hash": None,
-        "token_count": 1,
-        "start_tokens": sequence,
-        "chain_hash": "c",
-        "content_hash": "h",
-        "status": "complete",
-        "request_id": None,
-    }
+    return message_row(conversation_id, TENANT, sequence, start_tokens=sequence, token_count=1)
 
 
 async def _write(database: Database, conversation_id: str, *, fail: bool = False) -> None:

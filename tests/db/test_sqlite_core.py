@@ -26,6 +26,7 @@ from app.db.models import (
 from app.db.repository import execute_core
 from app.db.sqlite_core import run_inline
 from app.turns.repository import request_log_repository
+from tests.support.conversations import message_row
 
 TENANT = "tenant-a"
 CONVERSATION = "conv_inline"
@@ -43,28 +44,7 @@ async def database(database_url: str) -> AsyncIterator[Database]:
 
 
 def _message(sequence: int, role: str, **columns: object) -> dict[str, object]:
-    row: dict[str, object] = {
-        "conversation_id": CONVERSATION,
-        "tenant_id": TENANT,
-        "sequence_number": sequence,
-        "turn_number": 1,
-        "role": role,
-        "content": None,
-        "name": None,
-        "tool_calls": None,
-        "tool_call_id": None,
-        "reasoning_content": None,
-        "thinking_blocks": None,
-        "context_prefix": None,
-        "prompt_hash": None,
-        "token_count": 10,
-        "start_tokens": sequence * 10,
-        "chain_hash": f"chain{sequence}",
-        "content_hash": f"hash{sequence}",
-        "status": "complete",
-        "request_id": "req_1",
-    }
-    return row | columns
+    return message_row(CONVERSATION, TENANT, sequence, role, **({"content": None} | columns))
 
 
 async def _seed(db: Database) -> None:

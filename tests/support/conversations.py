@@ -13,7 +13,7 @@ from app.core.database import Database
 from app.db.models import Conversation
 from app.tokens.counter import TokenCounter
 
-__all__ = ["MODEL", "OTHER", "TENANT", "TURN", "append", "message"]
+__all__ = ["MODEL", "OTHER", "TENANT", "TURN", "append", "message", "message_row"]
 
 TENANT = "tenant-a"
 OTHER = "tenant-b"
@@ -44,3 +44,32 @@ TURN = [
     message("user", "hello"),
     message("assistant", "Echo: hello"),
 ]
+
+
+def message_row(
+    conversation_id: str, tenant_id: str, sequence: int, role: str = "user", **columns: object
+) -> dict[str, object]:
+    """A whole ``messages`` row as the hot path inserts it (app/conversations/rows.py
+    ``MessageRow``): every column but the id and ``created_at``; ``columns`` override."""
+    row: dict[str, object] = {
+        "conversation_id": conversation_id,
+        "tenant_id": tenant_id,
+        "sequence_number": sequence,
+        "turn_number": 1,
+        "role": role,
+        "content": f"message {sequence}",
+        "name": None,
+        "tool_calls": None,
+        "tool_call_id": None,
+        "reasoning_content": None,
+        "thinking_blocks": None,
+        "context_prefix": None,
+        "prompt_hash": None,
+        "token_count": 10,
+        "start_tokens": sequence * 10,
+        "chain_hash": f"chain{sequence}",
+        "content_hash": f"hash{sequence}",
+        "status": "complete",
+        "request_id": None,
+    }
+    return row | columns
