@@ -20,7 +20,7 @@ from app.compaction.rule_summary import rule_based_summary
 from app.compaction.schemas import MEMORY_TYPES, SummaryOutput
 from app.compaction.windows import render_transcript
 from app.core.database import Database
-from app.db.models import ConversationSummaryRow
+from app.db.models import ConversationSummaryRow, new_id
 from app.tokens.counter import TokenCounter
 
 __all__ = [
@@ -67,21 +67,22 @@ async def summarize_pairs(
     """Summarize the newest ``pairs`` turns; the rule-based summary when the model fails."""
     tenant_id, conversation_id, model = job.tenant_id, job.conversation_id, job.model
     async with database.reading() as session:
-        conversation = await summary_repository.conversation(session, tenant_id, conversation_id)
-        if conversation is None or conversation.turn_count == 0:
+        counts = await summary_repository.turn_counts(session, tenant_id, conversation_id)
+        if counts is None or counts[0] == 0:
             return None
-        last_turn = conversation.turn_count
+        last_turn, system_count = counts
         first_turn = max(1, last_turn - job.pairs + 1)
         messages = await summary_repository.messages_between(
             session,
             conversation_id,
-            first_sequence=conversation.system_prompt_count,
+            first_sequence=system_count,
             first_turn=first_turn,
             last_turn=last_turn,
         )
     if not messages:
         return None
     row = ConversationSummaryRow(
+        id=new_id("sum"),
         conversation_id=conversation_id,
         tenant_id=tenant_id,
         kind="periodic",
@@ -110,11 +111,11 @@ async def summarize_pairs(
         row.episodic, row.facts = fallback.text, fallback.facts
         row.method, row.model, row.cost = "rule_based", None, 0.0
     row.token_count = summary_tokens(
-        SummaryView(row.id or "", first_turn, last_turn, row.episodic, row.facts),
+        SummaryView(row.id, first_turn, last_turn, row.episodic, row.facts),
         lambda text: tokens.count_text(text, job.count_model),
     )
     async with database.writing() as session:
-        session.add(row)
+        await summary_repository.insert(session, row)
     return row
 
 

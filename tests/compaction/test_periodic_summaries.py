@@ -65,6 +65,9 @@ async def test_a_summary_every_n_pairs_listed_and_not_injected(
     )
     assert (first["first_turn"], first["last_turn"]) == (1, 3)
     assert (second["first_turn"], second["last_turn"]) == (4, 6)
+    assert first["id"].startswith("sum_")  # stored as one plain INSERT: its id and defaults
+    assert first["token_count"] > 0
+    assert first["merged_into"] is None
     assert first["episodic"] == "The user counted turns and the assistant echoed each one."
     assert first["facts"][0]["fact"] == "The user is counting turns"
     summarizer_calls = upstream_chats(fake_upstream, "fake-summarizer")
