@@ -39,6 +39,9 @@ class Lane:
     connection: AsyncConnection  # out of the engine's pool for the process's life
     sync_connection: Connection
     driver: InlineConnection
+    # Bound to the connection and handed out again: a transaction that used it closes it
+    # (which empties it), one that did not leaves it as it was.
+    session: AsyncSession
 
 
 def lane_of(session: AsyncSession) -> Lane | None:
@@ -81,7 +84,10 @@ class Lanes:
         assert sync_connection is not None
         driver = sync_connection.connection.driver_connection
         assert isinstance(driver, InlineConnection)
-        return Lane(connection, sync_connection, driver)
+        session = AsyncSession(bind=connection, expire_on_commit=False)
+        lane = Lane(connection, sync_connection, driver, session)
+        session.sync_session.info[LANE] = lane
+        return lane
 
     async def _give_back(self, lane: Lane) -> None:
         healthy = not (lane.connection.closed or lane.connection.invalidated)
@@ -103,8 +109,7 @@ class Lanes:
             return
         try:
             await _run(lane.driver, "BEGIN IMMEDIATE" if immediate else "BEGIN")
-            session = AsyncSession(bind=lane.connection, expire_on_commit=False)
-            session.sync_session.info[LANE] = lane
+            session = lane.session
             try:
                 yield session
             except BaseException:
