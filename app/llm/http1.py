@@ -24,7 +24,6 @@ from app.llm.http1_connection import Connection, ResponseStream
 __all__ = ["HTTP1Transport"]
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
-_HTTP_VERSION = {"http_version": b"HTTP/1.1"}
 
 
 class HTTP1Transport(httpx.AsyncBaseTransport):
@@ -72,7 +71,7 @@ class HTTP1Transport(httpx.AsyncBaseTransport):
         except BaseException:
             self._discard(connection)
             raise
-        extensions = {**_HTTP_VERSION, "reason_phrase": connection.reason}
+        extensions = {"http_version": connection.http_version, "reason_phrase": connection.reason}
         return httpx.Response(
             connection.status,
             headers=connection.headers,

@@ -23,6 +23,7 @@ __all__ = ["Connection", "ResponseStream"]
 
 _HIGH_WATER = 256 * 1024  # stop reading from the socket past this many buffered body bytes
 _LOW_WATER = 64 * 1024  # and read again below this
+_VERSIONS = {"1.1": b"HTTP/1.1", "1.0": b"HTTP/1.0"}
 
 
 class Connection(asyncio.Protocol):
@@ -52,6 +53,7 @@ class Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.framed = False  # content-length or chunked: the end is not the connection's
         self.keep_alive = False
+        self.http_version = b"HTTP/1.1"
         self.chunks: deque[bytes] = deque()
         self.buffered = 0
         self.head_request = False
@@ -135,6 +137,7 @@ class Connection(asyncio.Protocol):
         self.status = status
         self.head_done = True
         self.keep_alive = self.parser.should_keep_alive()  # llhttp forgets it once complete
+        self.http_version = _VERSIONS.get(self.parser.get_http_version(), b"HTTP/1.1")
         if status in (204, 304):
             self.framed = True  # no body, by definition
         if self.head_request:

@@ -117,6 +117,20 @@ async def test_a_body_without_length_ends_with_the_connection() -> None:
     assert len(accepted) == 2  # never reused: its end was the connection's
 
 
+async def test_an_http_1_0_answer_says_so_and_ends_its_connection() -> None:
+    async def old_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await writer.drain()
+
+    async with serve(old_server) as (port, accepted), client() as http:
+        for _ in range(2):
+            answer = await http.post(f"http://127.0.0.1:{port}/", content=b"x")
+            assert (answer.http_version, answer.content) == ("HTTP/1.0", b"ok")
+    assert len(accepted) == 2  # HTTP/1.0 without keep-alive: not reused
+
+
 async def test_connection_close_and_no_content_answers() -> None:
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
