@@ -109,8 +109,9 @@ typecheck: install
 # database-heavy in-process and end-to-end tests a second time with PostgreSQL as the backend.
 # (The eight files listed first were in tests/integration or tests/e2e before tests/ mirrored app/.)
 PG_SUITE ?= tests/chat/test_chat_inprocess.py tests/conversations/test_append_continuing.py \
-	tests/conversations/test_repositories.py tests/db/test_migrations.py tests/llm/test_netio.py \
-	tests/llm/test_upstream_connection_reuse.py tests/llm/test_upstream_proxy_and_cookies.py \
+	tests/conversations/test_repositories.py tests/db/test_migrations.py tests/llm/test_http1.py \
+	tests/llm/test_http1_pool.py tests/llm/test_upstream_connection_reuse.py \
+	tests/llm/test_upstream_proxy_and_cookies.py \
 	tests/llm/test_transports.py tests/e2e tests/memories tests/compaction tests/recall \
 	tests/embedders tests/reliability tests/perf tests/scale
 

@@ -25,7 +25,7 @@ import httpx
 import orjson
 
 from app import __version__
-from app.llm.netio import AsyncioTransport
+from app.llm.http1 import HTTP1Transport
 from app.llm.params import strip_control_params
 from app.llm.routing import Deployment
 from app.llm.sse_stream import SSEStream, UpstreamHTTPError, not_a_stream
@@ -121,8 +121,8 @@ class OpenAICompatTransport:
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
-        # The pool on asyncio's transports, not anyio's (netio.py has the why).
-        self._pool = AsyncioTransport(limits=limits)
+        # HTTP/1.1 on asyncio and httptools, not httpcore and h11 (http1.py has the why).
+        self._pool = HTTP1Transport(limits=limits)
         # Proxies from the environment are the SDK's default too: with any set, requests go
         # through an httpx client that routes them (NO_PROXY included; it routes only with
         # its own transports). Without, straight to the pool: the client's layers (cookie

@@ -26,10 +26,10 @@ PROBE = (
 )
 
 
-def _imported(*argv: str, **env: str) -> set[str]:
+def _imported(*argv: str, probe: str = PROBE, **env: str) -> set[str]:
     result = subprocess.run(
         [sys.executable, "-", *argv],
-        input=PROBE,
+        input=probe,
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -49,9 +49,14 @@ def test_importing_the_app_leaves_the_later_ones() -> None:
 
 
 def test_serve_keeps_h2_when_litellm_is_asked_for_http2() -> None:
-    imported = _imported("serve", LITELLM_HTTP2="true")
+    """Nothing the server imports at start needs h2 (the upstream pool is HTTP/1.1, httpcore
+    comes with litellm): asked for, it stays importable, and only it."""
+    probe = PROBE.replace("print(", "import h2\nprint(", 1)
+    imported = _imported("serve", probe=probe, LITELLM_HTTP2="true")
     assert "h2" in imported
     assert not imported & {"trio", "httpx._main"}
+    with pytest.raises(subprocess.CalledProcessError):  # without it, h2 is kept out
+        _imported("serve", probe=probe)
 
 
 MIGRATE_PROBE = (

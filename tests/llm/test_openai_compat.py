@@ -1,6 +1,6 @@
 """The direct transport to OpenAI-compatible upstreams: routing rule, wire shape, errors.
 
-respx stands in for the upstream (it intercepts the transport's httpx client); errors go through
+respx stands in for the upstream (it intercepts the transport's connection pool); errors go through
 ``LLMClient`` so that what is asserted is what a client of contextgate would see. The streaming
 tests (SSE parsing, stream errors, first-token timeout) are in test_openai_compat_stream.py.
 """

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 import respx
+from respx.mocks import AbstractRequestMocker
 
 import app  # noqa: F401  (offline defaults before litellm)
 from app.core.errors import ContextGateError
@@ -38,9 +40,30 @@ def sse(*events: Any) -> bytes:
     return ("\n\n".join(lines) + "\n\n").encode()
 
 
+class HTTP1Mocker(AbstractRequestMocker):
+    """respx at the door of the upstream pool (app/llm/http1.py), where its default mocker
+    sits at httpcore's: the request as the pool gets it, the route's response as it returns
+    it. Requests through the proxy path's ``httpx.AsyncClient`` are not intercepted."""
+
+    name = "contextgate-http1"
+    targets = ["app.llm.http1.HTTP1Transport"]
+    target_methods = ["handle_async_request"]
+
+    @classmethod
+    def to_httpx_request(cls, **kwargs: Any) -> httpx.Request:
+        request: httpx.Request = kwargs["request"]
+        return request
+
+    @classmethod
+    async def from_async_httpx_response(
+        cls, httpx_response: httpx.Response, target: object, **kwargs: Any
+    ) -> httpx.Response:
+        return httpx_response
+
+
 @pytest.fixture
 def upstream() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=False) as router:
+    with respx.mock(assert_all_called=False, using=HTTP1Mocker.name) as router:
         yield router
 
 
