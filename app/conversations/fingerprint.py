@@ -89,24 +89,63 @@ def canonical_message(message: Mapping[str, object]) -> dict[str, object]:
 
 
 def content_hash(message: Mapping[str, object]) -> str:
-    """The message's hash; a long text message's is remembered by content (an agent resends
-    its whole history on every call: each tool result is hashed once)."""
+    """The message's hash; a long text message's is remembered by content, and a tool call's
+    by what it calls (an agent resends its whole history on every call: each tool result and
+    each call is hashed once)."""
     content = message.get("content")
-    if not isinstance(content, str) or len(content) < REMEMBER_CHARS or message.get("tool_calls"):
+    calls = message.get("tool_calls")
+    key: tuple[object, ...] | None
+    if calls:
+        key = _calls_key(message, content, calls)
+    elif isinstance(content, str) and len(content) >= REMEMBER_CHARS:
+        key = (
+            message.get("role"),
+            len(content),
+            hash(content),
+            message.get("name") or None,
+            message.get("tool_call_id") or None,
+        )
+    else:
+        key = None
+    if key is None:
         return _digest(message)
-    key = (
-        message.get("role"),
-        len(content),
-        hash(content),
-        message.get("name") or None,
-        message.get("tool_call_id") or None,
-    )
     found = _remembered.get(key)
     if found is None:
         found = _remembered[key] = _digest(message)
         if len(_remembered) > _REMEMBERED:
             del _remembered[next(iter(_remembered))]  # the oldest
     return found
+
+
+_PLAIN = (str, type(None))
+
+
+def _calls_key(
+    message: Mapping[str, object], content: object, calls: object
+) -> tuple[object, ...] | None:
+    """What the canonical form holds of a message with tool calls, as a key, when all of it is
+    strings (or None) and the text is short; else None (hashed each time)."""
+    role, name, call_id = message.get("role"), message.get("name"), message.get("tool_call_id")
+    if not (
+        type(role) in _PLAIN
+        and type(content) in _PLAIN
+        and type(name) in _PLAIN
+        and type(call_id) in _PLAIN
+        and type(calls) is list
+    ):
+        return None
+    if content is not None and len(content) >= REMEMBER_CHARS:  # type: ignore[arg-type]
+        return None  # a long text is not kept in a key
+    key: list[object] = ["tool_calls", role, content, name, call_id]
+    for call in calls:
+        function = call.get("function") if type(call) is dict else None
+        if type(function) is not dict:
+            return None
+        parts = (call.get("id"), function.get("name"), function.get("arguments"))
+        if not all(type(part) in _PLAIN for part in parts):
+            return None
+        key.extend(parts)
+    return tuple(key)
 
 
 def _digest(message: Mapping[str, object]) -> str:

@@ -67,6 +67,12 @@ def _mask(match: re.Match[str]) -> str:
     return groups[0] + MASK + (groups[1] if len(groups) > 1 else "")
 
 
+# Short texts are remembered with their redaction: the same notes and messages come back on
+# every request (an agent's each call), and a dozen regexes over each cost more than a lookup.
+_MEMO_CHARS = 2048
+_MEMO_SIZE = 512
+
+
 class Redactor:
     """Masks known secrets and credential-shaped text; ``add`` may be called at any time."""
 
@@ -74,6 +80,7 @@ class Redactor:
         self._lock = threading.Lock()
         self._secrets: set[str] = set()
         self._known: re.Pattern[str] | None = None
+        self._memo: dict[str, str] = {}  # replaced, after ``_known``, when a secret is added
         self.add(*secrets)
 
     def add(self, *values: str | None) -> None:
@@ -85,18 +92,26 @@ class Redactor:
             # Longest first, so that a secret containing another is masked whole.
             ordered = sorted(self._secrets, key=len, reverse=True)
             self._known = re.compile("|".join(re.escape(value) for value in ordered))
+            self._memo = {}
 
     @property
     def secrets(self) -> frozenset[str]:
         return frozenset(self._secrets)
 
     def __call__(self, text: str) -> str:
+        short = len(text) <= _MEMO_CHARS
+        memo = self._memo  # read before ``_known``: a memo never outlives the secrets it saw
+        if short and (found := memo.get(text)) is not None:
+            return found
         known = self._known
-        if known is not None:
-            text = known.sub(MASK, text)
+        redacted = text if known is None else known.sub(MASK, text)
         for pattern in _PATTERNS:
-            text = pattern.sub(_mask, text)
-        return text
+            redacted = pattern.sub(_mask, redacted)
+        if short:
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            memo[text] = redacted
+        return redacted
 
     def value(self, value: object) -> object:
         """Strings (also inside lists and dicts) redacted; other values as they are."""

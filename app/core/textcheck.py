@@ -181,7 +181,7 @@ def _walk(value: object, limit: int) -> str | None:
     while pending:
         node, depth = pending.pop()
         if type(node) is dict:
-            if any("\x00" in key for key in node):
+            if "\x00" in "".join(node):  # a key (orjson's keys are strings)
                 return _LOOK_CLOSER
             children: Iterable[object] = node.values()
         else:

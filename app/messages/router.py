@@ -11,10 +11,9 @@ betas: contextgate does the editing itself, app/messages/context_editing.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Body, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.context.budget import count_tools
@@ -23,6 +22,7 @@ from app.core.jsonresponse import json_response
 from app.core.parsed_body import ParsedJSONRoute
 from app.keys.auth import CallerDep
 from app.messages.answer import message_id
+from app.messages.body import MessagesBody
 from app.messages.context_editing import (
     AppliedEdits,
     ContextManagement,
@@ -32,7 +32,7 @@ from app.messages.context_editing import (
     upstream_beta,
 )
 from app.messages.render import AnthropicStreamRenderer, message_body
-from app.messages.schemas import CountTokensRequest, MessagesRequest
+from app.messages.schemas import CountTokensRequest
 from app.messages.translate import chat_messages, chat_tools, to_turn_request
 from app.protocol.limits import check_chat_limits, check_message_sizes
 from app.state import AppState, StateDep
@@ -78,16 +78,17 @@ def _edit_report(tokens: TokenCounter, management: ContextManagement | None) -> 
 
 @router.post("/v1/messages", response_model=None)
 async def create_message(
-    body: MessagesRequest,
+    parsed: Annotated[MessagesBody, Body()],
     request: Request,
     caller: CallerDep,
     state: StateDep,
     x_conversation_id: Annotated[str | None, Header()] = None,
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> Response:
+    body = parsed.request
     if body.conversation_id is None and x_conversation_id:
         body.conversation_id = x_conversation_id
-    turn = to_turn_request(body)
+    turn = to_turn_request(body, parsed.chat)
     check_chat_limits(state.settings, turn)
     management = body.context_management
     if management is not None:
@@ -103,7 +104,7 @@ async def create_message(
         request,
         state,
         caller,
-        partial(body.model_dump, mode="json"),
+        lambda: parsed.validated().model_dump(mode="json"),
         idempotency_key,
         lambda: _answer(state, context, report),
     )

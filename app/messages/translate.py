@@ -245,11 +245,15 @@ def chat_tools(body: MessagesRequest | CountTokensRequest) -> list[ChatTool] | N
     return [_tool(tool) for tool in body.tools] if body.tools else None
 
 
-def to_turn_request(body: MessagesRequest) -> ChatCompletionRequest:
-    """The internal turn for this Anthropic request (validated like a chat request)."""
+def to_turn_request(
+    body: MessagesRequest, messages: list[ChatMessage] | None = None
+) -> ChatCompletionRequest:
+    """The internal turn for this Anthropic request (validated like a chat request).
+    ``messages``: the request's messages already in chat form, in shapes ``plain_messages``
+    vouches for (app/messages/plain.py), in place of ``body.messages``."""
+    chat = chat_messages(body) if messages is None else [*_system_messages(body.system), *messages]
     fields: dict[str, object] = {
         "model": body.model,
-        "messages": chat_messages(body),
         "stream": body.stream,
         "max_tokens": body.max_tokens,
         "conversation_id": body.conversation_id,
@@ -276,7 +280,7 @@ def to_turn_request(body: MessagesRequest) -> ChatCompletionRequest:
     if body.stream:
         fields["stream_options"] = {"include_usage": True}
     try:
-        return ChatCompletionRequest.model_validate(fields)
+        return ChatCompletionRequest.of_chat_form(fields, chat)
     except ValidationError as error:  # what the schema let through and a chat turn cannot be
         message, param = validation_message(error.errors())
         raise BadRequest(message, param=param, code="invalid_request") from None

@@ -5,9 +5,10 @@ Fields contextgate does not use are kept as extras and forwarded to the upstream
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Literal, cast
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.protocol.bounds import MAX_USER_CHARS
 from app.protocol.goal import ContextGoal
@@ -155,6 +156,26 @@ class ChatCompletionRequest(BaseModel):
     conversation_id: str | None = None
     attachments: list[AttachmentRef] = Field(default_factory=list)
     context: ContextOptions = Field(default_factory=ContextOptions)
+
+    # The messages in chat form as the door that made this request wrote them, before they
+    # were validated (``of_chat_form``): the pipeline reads them instead of dumping the models.
+    _chat_form: list[WireMessage] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def of_chat_form(
+        cls, fields: Mapping[str, object], messages: list[WireMessage]
+    ) -> ChatCompletionRequest:
+        """A door's turn (``fields`` besides its messages) validated as a chat request; the
+        messages, which nothing else holds, are kept as given too (``chat_form``)."""
+        request = cls.model_validate({**fields, "messages": messages})
+        request._chat_form = messages
+        return request
+
+    @property
+    def chat_form(self) -> list[WireMessage] | None:
+        """The messages as the door wrote them (None: a client's chat request). A copy of the
+        request with other messages is made by validating it again."""
+        return self._chat_form
 
     def chat_messages(self) -> list[WireMessage]:
         """The messages as plain JSON in the chat form (what goes upstream and is stored)."""

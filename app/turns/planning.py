@@ -37,6 +37,7 @@ from app.wire.chat import ChatMessage
 __all__ = [
     "RequestFacts",
     "TurnPlan",
+    "incoming_messages",
     "measure_request",
     "read_turn",
     "tool_definitions",
@@ -80,6 +81,26 @@ def tool_definitions(request: ChatCompletionRequest) -> list[Mapping[str, object
     return tools
 
 
+_STORED = set(STORED_KEYS)
+
+
+def incoming_messages(request: ChatCompletionRequest) -> list[ChatMessage]:
+    """The request's messages in chat form, only what is stored of them (None left out): the
+    door's own chat form when it wrote one, else the pydantic messages dumped."""
+    form = request.chat_form
+    if form is None:
+        return cast(
+            list[ChatMessage],
+            [m.model_dump(include=_STORED, exclude_none=True) for m in request.messages],
+        )
+    return [
+        m
+        if m.keys() <= _STORED and None not in m.values()
+        else cast(ChatMessage, {k: v for k in STORED_KEYS if (v := m.get(k)) is not None})
+        for m in form
+    ]
+
+
 def _budget_policy(settings: Settings) -> BudgetPolicy:
     return BudgetPolicy(
         default_context_window=settings.default_context_window,
@@ -91,10 +112,7 @@ def _budget_policy(settings: Settings) -> BudgetPolicy:
 async def measure_request(state: AppState, context: TurnContext) -> RequestFacts:
     request = context.request
     model = request.model
-    incoming = cast(  # the door's pydantic messages, dumped: the chat form
-        list[ChatMessage],
-        [m.model_dump(include=set(STORED_KEYS), exclude_none=True) for m in request.messages],
-    )
+    incoming = incoming_messages(request)
     own_system = await own_system_prompt(state, context, incoming)
     calibration = await state.calibration.get(model)
     provider_budget = input_budget(

@@ -207,3 +207,17 @@ def test_start_registers_config_and_environment_secrets() -> None:
     # A key sent as a model name never becomes a metric label.
     assert model_label("sk-proj-AbCdEf0123456789") == "other"
     assert model_label("deploy-s3cr3t-value") == "other"
+
+
+def test_a_remembered_redaction_follows_the_secrets_added_later() -> None:
+    """Short texts are remembered with their redaction; a secret added later is masked in a
+    text redacted before it was known."""
+    redactor = Redactor()
+    late = "late-s3cr3t-7d1e0c9b"
+    note = f"planner failed: the planner answered with {late}"
+    assert redactor(note) == note
+    assert redactor(note) == note  # remembered
+    redactor.add(late)
+    assert redactor(note) == f"planner failed: the planner answered with {MASK}"
+    long_text = ("x " * 2000) + late
+    assert redactor(long_text).endswith(MASK)  # not remembered: still redacted
