@@ -24,6 +24,9 @@ from app.llm.http1_connection import Connection, ResponseStream
 __all__ = ["HTTP1Transport"]
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
+# A connection idle this long is asked whether the server closed it before it is reused (a
+# readable socket: one poll; under load connections are reused within milliseconds).
+CHECK_AFTER_IDLE_S = 0.5
 
 
 class HTTP1Transport(httpx.AsyncBaseTransport):
@@ -105,8 +108,11 @@ class HTTP1Transport(httpx.AsyncBaseTransport):
             connection = idle.pop()
             self._idle_count -= 1
             connection.on_lost = None
-            if connection.reusable() and (
-                self._expiry is None or loop.time() - connection.idle_since < self._expiry
+            idle_for = loop.time() - connection.idle_since
+            if (
+                connection.reusable()
+                and (self._expiry is None or idle_for < self._expiry)
+                and (idle_for < CHECK_AFTER_IDLE_S or not connection.peer_closed())
             ):
                 return connection
             self._drop(connection)

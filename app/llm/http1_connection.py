@@ -12,6 +12,7 @@ when a connection is reused (complete response, keep-alive, nothing more sent).
 from __future__ import annotations
 
 import asyncio
+import select
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import cast
@@ -215,6 +216,20 @@ class Connection(asyncio.Protocol):
             and self.transport is not None
             and not self.transport.is_closing()
         )
+
+    def peer_closed(self) -> bool:
+        """Whether the idle socket is readable: the server closed it (or sent something
+        unasked) and the loop has not run that callback yet. httpcore asks the same at
+        checkout; a request written there fails with "Server disconnected without sending
+        a response"."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
     def close(self) -> None:
         self.lost = True

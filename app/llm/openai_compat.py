@@ -114,12 +114,19 @@ class _Target:
         return cls(url, headers)
 
 
+KEEPALIVE_EXPIRY_S = 4.0
+
+
 class OpenAICompatTransport:
     """POSTs ``/chat/completions`` bodies; one connection pool for every deployment."""
 
     def __init__(self, *, max_connections: int = 1000) -> None:
         limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            # below the 5 s idle timeout of common servers (uvicorn, Node): a connection the
+            # server is closing just then is not reused (a request written to it is lost)
+            keepalive_expiry=KEEPALIVE_EXPIRY_S,
         )
         # HTTP/1.1 on asyncio and httptools, not httpcore and h11 (http1.py has the why).
         self._pool = HTTP1Transport(limits=limits)

@@ -5,6 +5,9 @@ closed, TLS, and bodies past the flow-control marks both ways."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
+import time
 
 import httpx
 import pytest
@@ -163,3 +166,43 @@ async def test_a_large_body_crosses_the_flow_control_marks_both_ways(tls: bool) 
         received = b"".join([chunk async for chunk in answer.aiter_raw()])
         await transport.aclose()
     assert received == payload
+
+
+async def test_a_connection_closed_before_the_loop_saw_it_is_not_reused() -> None:
+    """The server closed the idle connection and the FIN is in the socket, but the event loop
+    has not run its callback yet: the pool asks the socket at checkout and opens a new one
+    (else the request is written to a closed connection and lost)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    close_first = threading.Event()
+    answered: list[bytes] = []
+
+    def serve_two() -> None:
+        for index in range(2):
+            connection, _ = listener.accept()
+            with connection:
+                data = b""
+                while not data.endswith(b"b") and not data.endswith(b"a"):
+                    data += connection.recv(65536)
+                answered.append(data[-1:])
+                connection.sendall(response(data[-1:]))
+                if index == 0:
+                    close_first.wait(5)
+
+    thread = threading.Thread(target=serve_two, daemon=True)
+    thread.start()
+    transport = HTTP1Transport()
+    try:
+        async with client(transport) as http:
+            assert (await http.post(f"http://127.0.0.1:{port}/", content=b"a")).content == b"a"
+            await asyncio.sleep(0)  # the answer's callbacks done: the connection is idle
+            [idle] = transport._idle[next(iter(transport._idle))]
+            idle.idle_since -= 1.0  # idle long enough to be asked
+            close_first.set()
+            time.sleep(0.1)  # blocking: the FIN arrives, the loop does not run meanwhile
+            assert idle.reusable()  # as far as the loop's callbacks know
+            assert (await http.post(f"http://127.0.0.1:{port}/", content=b"b")).content == b"b"
+    finally:
+        thread.join(5)
+        listener.close()
+    assert answered == [b"a", b"b"]
