@@ -161,6 +161,17 @@ def _assistant(blocks: list[object]) -> ChatMessage:
     if parts:
         marked = any("cache_control" in part for part in parts)
         content = [*parts] if marked else "".join(part["text"] for part in parts)
+    return assistant_chat(content, calls, thinking, reasoning)
+
+
+def assistant_chat(
+    content: str | list[ContentPart] | None,
+    calls: list[ToolCall],
+    thinking: list[ThinkingBlockParam],
+    reasoning: list[str],
+) -> ChatMessage:
+    """An assistant turn in chat form: its content, and its tool calls, thinking blocks and
+    reasoning text when it has any (both translations build it here)."""
     message: ChatMessage = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = calls

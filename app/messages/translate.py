@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from app.core.errors import BadRequest
 from app.core.validation import validation_message
 from app.messages.answer import anthropic_content, anthropic_usage, stop_reason
+from app.messages.plain import assistant_chat
 from app.messages.schemas import (
     CountTokensRequest,
     DocumentBlock,
@@ -183,14 +184,7 @@ def _assistant_message(message: MessageParam) -> ChatMessage:
                 )
         elif isinstance(block, RedactedThinkingBlock):
             thinking.append({"type": "redacted_thinking", "data": block.data})
-    chat: ChatMessage = {"role": "assistant", "content": _assistant_content(parts)}
-    if calls:
-        chat["tool_calls"] = calls
-    if thinking:
-        chat["thinking_blocks"] = thinking
-    if reasoning:
-        chat["reasoning_content"] = "".join(reasoning)
-    return chat
+    return assistant_chat(_assistant_content(parts), calls, thinking, reasoning)
 
 
 def _assistant_content(parts: list[TextPart]) -> AssistantContent:
