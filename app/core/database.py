@@ -52,9 +52,9 @@ class Database:
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[AsyncSession]:
-        """A read transaction; under WAL it never waits for writers. On SQLite its
-        connection is taken at once: the hot path's statements then run on it directly
-        (app/db/sqlite_core.py), and a read session always reads."""
+        """A read transaction; under WAL it never waits for writers. On a SQLite file it
+        runs on a lane (sqlite_lanes.py); past the lanes its connection is taken at once, so
+        the hot path's statements run on it directly too (app/db/sqlite_core.py)."""
         if self.lanes is not None:
             async with self.lanes.transaction(immediate=False, commit=False) as lane_session:
                 if lane_session is not None:
@@ -168,11 +168,11 @@ def _install_sqlite_pragmas(
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
         adapted = conn.connection.dbapi_connection
-        if adapted is not None and _in_transaction(adapted):
+        if _in_transaction(adapted):
             return  # a lane's session joining the transaction its lane began (sqlite_lanes.py)
         # Straight to the driver's cursor: exec_driver_sql's execution context cost more
         # than the BEGIN itself, twice per chat request.
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        cursor = adapted.cursor()  # type: ignore[union-attr]
         try:
             cursor.execute(_BEGIN_STATEMENTS.get(mode, "BEGIN"))
         finally:

@@ -122,6 +122,7 @@ class Lanes:
     async def close(self) -> None:
         self._closed = True
         free, self._free = self._free, []
+        self._opened -= len(free)
         for lane in free:
             await lane.connection.close()
 
@@ -131,14 +132,15 @@ async def _end(session: AsyncSession, lane: Lane, *, commit: bool, failed: bool)
     the ORM joined it (a reader's is closed, which rolls back without expiring what it
     loaded), else with SQLite's own COMMIT or ROLLBACK; a failed COMMIT rolls back."""
     try:
+        keep = commit and not failed
         if session.sync_session.in_transaction():
-            if commit and not failed:
+            if keep:
                 await session.commit()
-            elif failed and commit:
+            elif commit:  # a writer's failure, as the session path rolls it back
                 await session.rollback()
             await session.close()
         if lane.driver._conn.in_transaction:
-            await _run(lane.driver, "COMMIT" if commit and not failed else "ROLLBACK")
+            await _run(lane.driver, "COMMIT" if keep else "ROLLBACK")
     except BaseException:
         if lane.driver._conn.in_transaction:
             lane.driver._conn.rollback()

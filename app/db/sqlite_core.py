@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import namedtuple
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -105,9 +105,6 @@ class InlineResult:
 
     def all(self) -> list[tuple[Any, ...]]:
         return self._rows
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self._rows)
 
 
 _plans: dict[tuple[Executable, frozenset[str], tuple[int, ...]], _Plan | None] = {}

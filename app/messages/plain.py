@@ -14,6 +14,7 @@ chat form is the one ``chat_messages`` makes of the validated models (a test com
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import cast
 
 import orjson
@@ -48,6 +49,14 @@ def _text(block: dict[str, object]) -> TextPart:
     if mark is not None:
         part["cache_control"] = mark
     return part
+
+
+def _typed(blocks: list[object]) -> Iterator[tuple[object, dict[str, object]]]:
+    """Each block with its ``type``; anything but an object is not vouched for."""
+    for block in blocks:
+        if type(block) is not dict:
+            raise _Unplain
+        yield block.get("type"), block
 
 
 def _id(block: dict[str, object], key: str) -> str:
@@ -89,10 +98,7 @@ def _tool_message(block: dict[str, object]) -> ChatMessage:
 def _user(blocks: list[object], out: list[ChatMessage]) -> None:
     tools: list[ChatMessage] = []
     parts: list[ContentPart] = []
-    for block in blocks:
-        if type(block) is not dict:
-            raise _Unplain
-        kind = block.get("type")
+    for kind, block in _typed(blocks):
         if kind == "tool_result":
             content, tool_use_id = block.get("content"), block.get("tool_use_id")
             if (  # an agent's usual result: text, unmarked, not an error
@@ -135,10 +141,7 @@ def _assistant(blocks: list[object]) -> ChatMessage:
     calls: list[ToolCall] = []
     thinking: list[ThinkingBlockParam] = []
     reasoning: list[str] = []
-    for block in blocks:
-        if type(block) is not dict:
-            raise _Unplain
-        kind = block.get("type")
+    for kind, block in _typed(blocks):
         if kind == "tool_use":
             calls.append(_tool_call(block))
         elif kind == "text":

@@ -14,7 +14,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Executable
 
-from app.conversations import repository as conversations
+from app.conversations import statements
 from app.conversations.repository import conversation_repository
 from app.core.database import Database, create_database
 from app.db.models import (
@@ -125,19 +125,19 @@ async def _through_sqlalchemy(
 _READS: list[tuple[str, Executable, dict[str, object]]] = [
     (
         "conversation, summaries and ledger",
-        conversations._WITH_SUMMARIES,
+        statements.WITH_SUMMARIES,
         {"conversation_id": CONVERSATION, "tenant_id": TENANT},
     ),
-    ("by one head", conversations._BY_HEADS, {"tenant_id": TENANT, "heads": ["head-3"]}),
+    ("by one head", statements.BY_HEADS, {"tenant_id": TENANT, "heads": ["head-3"]}),
     (
         "by three heads",
-        conversations._BY_HEADS,
+        statements.BY_HEADS,
         {"tenant_id": TENANT, "heads": ["x", "head-3", "y"]},
     ),
-    ("by no head", conversations._BY_HEADS, {"tenant_id": TENANT, "heads": []}),
+    ("by no head", statements.BY_HEADS, {"tenant_id": TENANT, "heads": []}),
     (
         "context window",
-        conversations._context_statement(True),
+        statements.context_statement(True),
         {
             "conversation_id": CONVERSATION,
             "system_count": 0,
@@ -148,12 +148,12 @@ _READS: list[tuple[str, Executable, dict[str, object]]] = [
     ),
     (
         "messages from",
-        conversations._messages_from(),
+        statements.messages_from(),
         {"conversation_id": CONVERSATION, "first_sequence": 1},
     ),
     (
         "edge hashes",
-        conversations._EDGE_HASHES,
+        statements.EDGE_HASHES,
         {"conversation_id": CONVERSATION, "head": 1, "tail": 2},
     ),
     ("request log", select(cast(Table, RequestLog.__table__)), {}),
@@ -224,7 +224,7 @@ async def test_a_conflict_is_sqlalchemys_integrity_error(database: Database) -> 
                 session, cast(Any, [_message(3, "user"), _message(2, "user")])
             )
     async with database.reading() as session:  # the failed transaction left nothing
-        rows = (await execute_core(session, conversations._messages_from(), _from(0))).all()
+        rows = (await execute_core(session, statements.messages_from(), _from(0))).all()
     assert [row[8] for row in rows] == [0, 1, 2]
 
 
@@ -256,11 +256,11 @@ async def test_statement_listeners_see_every_statement(database: Database) -> No
                 session, cast(Any, [_message(3, "user"), _message(4, "assistant")])
             )
         async with database.reading() as session:
-            rows = (await execute_core(session, conversations._messages_from(), _from(3))).all()
+            rows = (await execute_core(session, statements.messages_from(), _from(3))).all()
     finally:
         event.remove(engine, "before_cursor_execute", listen)
-    statements = [sql for sql, _, _ in seen]
-    assert "INSERT INTO messages" in statements
-    assert "SELECT messages.role, messages.content," in statements
+    executed = [sql for sql, _, _ in seen]
+    assert "INSERT INTO messages" in executed
+    assert "SELECT messages.role, messages.content," in executed
     assert [many for sql, _, many in seen if sql == "INSERT INTO messages"] == [True]
     assert [row[0] for row in rows] == ["user", "assistant"]
