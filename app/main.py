@@ -157,6 +157,15 @@ async def _drain_background(state: AppState, grace_s: float = 5.0) -> None:
 
 
 _frozen = False
+# The collector's youngest generation is collected once this many more containers were
+# allocated than freed (CPython's default: 700). A request holds a few thousand at its peak
+# (history rows, messages, the prompt): at 700 the collector ran about every other request
+# and promoted what was in flight, and the older generations grew with it until full
+# collections walked every cache (~130 ms each on the bench machine). At 10,000, GC time per
+# short request 0.55 -> 0.25 ms and the longest pause 180 -> 40 ms (bench/README.md, item 37).
+# The request path makes almost no cyclic garbage: what waits longer for the collector is
+# a few megabytes at most.
+YOUNG_GENERATION_THRESHOLD = 10_000
 
 
 def _freeze_startup_objects() -> None:
@@ -164,11 +173,14 @@ def _freeze_startup_objects() -> None:
     reach: it lives as long as the process, and every full collection would walk it again.
     Once per process (tests build many apps in one); no collection first (it cost 60-140 ms
     of start-up to find a few thousand objects, left frozen now); the collector, which
-    ``contextgate serve`` keeps off while it starts (app/cli.py), is on from here."""
+    ``contextgate serve`` keeps off while it starts (app/cli.py), is on from here, with a
+    young generation sized for a request (``YOUNG_GENERATION_THRESHOLD``)."""
     global _frozen
     if not _frozen:
         _frozen = True
         gc.freeze()
+        _, older, oldest = gc.get_threshold()
+        gc.set_threshold(YOUNG_GENERATION_THRESHOLD, older, oldest)
     gc.enable()
 
 

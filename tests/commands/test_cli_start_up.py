@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.proxy import REPO
 
 PROBE = "import gc, app.cli; print(gc.isenabled())"
@@ -45,3 +47,22 @@ async def test_the_started_app_turns_the_collector_on() -> None:
         assert gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_started_app_sizes_the_young_generation_for_a_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The app's start sets the youngest generation's threshold and keeps the older ones'."""
+    import gc
+
+    from app import main
+
+    monkeypatch.setattr(main, "_frozen", False)  # as in a new process
+    before = gc.get_threshold()
+    gc.set_threshold(700, 9, 11)  # CPython's default young generation; older ones marked
+    try:
+        main._freeze_startup_objects()
+        assert gc.get_threshold() == (main.YOUNG_GENERATION_THRESHOLD, 9, 11)
+        assert main.YOUNG_GENERATION_THRESHOLD > 700
+    finally:
+        gc.set_threshold(*before)
