@@ -10,8 +10,8 @@ from fastapi.responses import Response, StreamingResponse
 
 from app.chat.render import ChatStreamRenderer, completion_body
 from app.context.headers import context_headers
+from app.core.door_route import DoorRoute
 from app.core.jsonresponse import json_response
-from app.core.parsed_body import ParsedJSONRoute
 from app.keys.auth import CallerDep
 from app.protocol.chat import ChatCompletionRequest
 from app.protocol.limits import check_chat_limits
@@ -21,7 +21,7 @@ from app.turns.guard import guarded
 from app.turns.service import run_turn
 from app.turns.stream import SSE_HEADERS, open_turn_stream
 
-router = APIRouter(tags=["chat"], route_class=ParsedJSONRoute)
+router = APIRouter(tags=["chat"], route_class=DoorRoute)
 
 
 @router.post("/v1/chat/completions", response_model=None)

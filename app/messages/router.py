@@ -18,8 +18,8 @@ from fastapi.responses import Response, StreamingResponse
 
 from app.context.budget import count_tools
 from app.context.headers import context_headers
+from app.core.door_route import DoorRoute
 from app.core.jsonresponse import json_response
-from app.core.parsed_body import ParsedJSONRoute
 from app.keys.auth import CallerDep
 from app.messages.answer import message_id
 from app.messages.body import MessagesBody
@@ -45,7 +45,7 @@ from app.turns.stream import SSE_HEADERS, open_turn_stream
 
 __all__ = ["ERROR_PREFIX", "router"]
 
-router = APIRouter(tags=["messages"], route_class=ParsedJSONRoute)
+router = APIRouter(tags=["messages"], route_class=DoorRoute)
 
 ERROR_PREFIX = "/v1/messages"  # errors under it are in Anthropic's envelope
 PASSED_HEADERS = ("anthropic-version", "anthropic-beta")

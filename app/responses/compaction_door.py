@@ -17,8 +17,8 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.door_route import DoorRoute
 from app.core.jsonresponse import json_response
-from app.core.parsed_body import ParsedJSONRoute
 from app.core.settings import Settings
 from app.db.models import new_id
 from app.keys.auth import CallerDep
@@ -46,7 +46,7 @@ from app.wire.responses import CompactionItem
 
 __all__ = ["CompactRequest", "answer_trigger", "router"]
 
-router = APIRouter(tags=["responses"], route_class=ParsedJSONRoute)
+router = APIRouter(tags=["responses"], route_class=DoorRoute)
 
 
 async def _compact(

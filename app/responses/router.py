@@ -13,8 +13,8 @@ from starlette.background import BackgroundTask
 from app.context.headers import context_headers
 from app.conversations.service import HeadMoved
 from app.core.database import Database
+from app.core.door_route import DoorRoute
 from app.core.jsonresponse import json_response
-from app.core.parsed_body import ParsedJSONRoute
 from app.keys.auth import CallerDep
 from app.protocol.limits import check_chat_limits
 from app.responses.compaction_door import answer_trigger
@@ -31,7 +31,7 @@ from app.turns.guard import guarded
 from app.turns.service import run_turn
 from app.turns.stream import SSE_HEADERS, open_turn_stream
 
-router = APIRouter(tags=["responses"], route_class=ParsedJSONRoute)
+router = APIRouter(tags=["responses"], route_class=DoorRoute)
 
 
 @router.post("/v1/responses", response_model=None)
