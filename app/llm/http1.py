@@ -21,7 +21,7 @@ import httpx
 
 from app.llm.http1_connection import Connection, ResponseStream
 
-__all__ = ["HTTP1Transport"]
+__all__ = ["HTTP1Transport", "read_response"]
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 # A connection idle this long is asked whether the server closed it before it is reused (a
@@ -249,3 +249,35 @@ def _head(request: httpx.Request) -> tuple[bytes, bool, int | None]:
             raise httpx.LocalProtocolError("Illegal Content-Length")
         length = int(value)
     return head, chunked, length
+
+
+async def read_response(response: httpx.Response) -> bytes:
+    """``await response.aread()`` then ``aclose()``: the body, decoded as httpx decodes it.
+
+    A response of this pool is read straight from its connection: httpx's way (the stream's
+    generator, then ``aiter_raw``, ``aiter_bytes``, a chunker and a decoder per response, two
+    ``request_context`` managers) cost more than the parse. Errors and their ``request``,
+    Content-Encoding, the read timeout and the connection's release are httpx's.
+    """
+    stream = response.stream
+    if type(stream) is not ResponseStream or response.is_stream_consumed or response.is_closed:
+        try:
+            return await response.aread()
+        finally:
+            await response.aclose()
+    response.is_stream_consumed = True
+    try:
+        content = await stream.read_all()
+        response._num_bytes_downloaded = len(content)
+        if stream.encoded:
+            decoder = response._get_content_decoder()
+            content = decoder.decode(content) + decoder.flush()
+    except httpx.RequestError as exc:  # as httpx's request_context
+        request = response._request
+        if request is not None:
+            exc.request = request
+        raise
+    finally:
+        response.is_closed = True  # the stream is finished (its connection released or closed)
+    response._content = content
+    return content

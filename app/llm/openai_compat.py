@@ -25,7 +25,7 @@ import httpx
 import orjson
 
 from app import __version__
-from app.llm.http1 import HTTP1Transport
+from app.llm.http1 import HTTP1Transport, read_response
 from app.llm.params import strip_control_params
 from app.llm.routing import Deployment
 from app.llm.sse_stream import SSEStream, UpstreamHTTPError, not_a_stream
@@ -153,10 +153,7 @@ class OpenAICompatTransport:
         response = await self._pool.handle_async_request(request)
         response.request = request
         if not stream:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
+            await read_response(response)
         return response
 
     def _request(
