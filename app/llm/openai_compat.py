@@ -25,7 +25,7 @@ import httpx
 import orjson
 
 from app import __version__
-from app.llm.http1 import HTTP1Transport, read_response
+from app.llm.http1 import HEAD, HTTP1Transport, read_response, request_head
 from app.llm.params import strip_control_params
 from app.llm.routing import Deployment
 from app.llm.sse_stream import SSEStream, UpstreamHTTPError, not_a_stream
@@ -98,10 +98,13 @@ _MISSING = object()
 class _Target:
     """A request's URL and headers but its Content-Length, as ``httpx.Request`` makes them
     from ``content=``: Host first (unless configured), Content-Length last. Parsing the URL
-    and normalizing the headers on every call cost more than the rest of building it."""
+    and normalizing the headers on every call cost more than the rest of building it; so did
+    the pool's writing them out (``head``: the request line and those headers, or None if
+    the pool cannot send them)."""
 
     url: httpx.URL
     headers: httpx.Headers
+    head: bytes | None
 
     @classmethod
     def of(cls, deployment: Deployment, path: str) -> _Target | None:
@@ -111,7 +114,11 @@ class _Target:
             return None  # framing configured by hand: httpx.Request decides, per call
         if "Host" not in headers and url.host:
             headers = httpx.Headers([(b"Host", url.netloc), *headers.raw])
-        return cls(url, headers)
+        try:
+            head: bytes | None = request_head("POST", url, headers)
+        except httpx.LocalProtocolError:
+            head = None  # the pool raises it per call, as it did
+        return cls(url, headers, head)
 
 
 KEEPALIVE_EXPIRY_S = 4.0
@@ -190,16 +197,19 @@ class OpenAICompatTransport:
                 headers=_headers(deployment),
                 extensions=extensions,
             )
-        headers = httpx.Headers(target.headers)
-        headers["Content-Length"] = str(len(content))
+        length = b"%d" % len(content)
         request = httpx.Request(
             "POST",
             target.url,
-            headers=headers,
+            headers=target.headers,  # copied
             stream=httpx.ByteStream(content),
             extensions=extensions,
         )
-        request.read()  # ``request.content``, as for a request built with ``content=``
+        # Content-Length last, as ``headers["Content-Length"] = ...`` appends it (none before).
+        request.headers._list.append((b"Content-Length", b"content-length", length))
+        request._content = content  # what ``request.read()`` sets from a ByteStream
+        if target.head is not None and self._client is None:
+            request.extensions[HEAD] = b"%sContent-Length: %s\r\n\r\n" % (target.head, length)
         return request
 
     def _target(self, deployment: Deployment, path: str) -> _Target | None:
