@@ -92,6 +92,7 @@ def _url(deployment: Deployment, path: str) -> str:
 # router that makes up deployments could make it hold.
 _TARGETS_MAX = 256
 _MISSING = object()
+_NO_HEADERS: Mapping[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,23 +218,23 @@ class OpenAICompatTransport:
         api_base, key, organization and configured headers (deployments made per request
         for ``CONTEXTGATE_UPSTREAM_BASE_URL`` share theirs); None: built per call."""
         params = deployment.params
-        extra = params.get("extra_headers") or {}
-        if not isinstance(extra, Mapping):
+        extra = params.get("extra_headers") or _NO_HEADERS
+        if type(extra) is not dict and not isinstance(extra, Mapping):
             return None
-        key = (
-            path,
-            params.get("api_base"),
-            params.get("api_key"),
-            params.get("organization"),
-            tuple(extra.items()),
-        )
+        api_base = params.get("api_base")
+        api_key = params.get("api_key")
+        organization = params.get("organization")
+        headers = tuple(extra.items()) if extra else ()
         # Strings only, as a config gives them: with 1 == True == 1.0, other values could make
         # two different sets of headers one key.
         if not (
-            all(type(part) is str or part is None for part in key[1:4])
-            and all(type(name) is str and type(value) is str for name, value in key[4])
+            (type(api_base) is str or api_base is None)
+            and (type(api_key) is str or api_key is None)
+            and (type(organization) is str or organization is None)
+            and (not headers or all(type(n) is str and type(v) is str for n, v in headers))
         ):
             return None
+        key = (path, api_base, api_key, organization, headers)
         target = self._targets.get(key, _MISSING)
         if target is _MISSING:
             if len(self._targets) >= _TARGETS_MAX:
