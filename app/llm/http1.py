@@ -21,12 +21,15 @@ import httpx
 
 from app.llm.http1_connection import Connection, ResponseStream
 
-__all__ = ["HTTP1Transport"]
+__all__ = ["HEAD", "HTTP1Transport", "read_response", "request_head"]
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 # A connection idle this long is asked whether the server closed it before it is reused (a
 # readable socket: one poll; under load connections are reused within milliseconds).
 CHECK_AFTER_IDLE_S = 0.5
+# A request's extension: its head as ``request_head`` made it (the request line and headers,
+# Content-Length last), sent as it is with the request's ``content``.
+HEAD = "contextgate.head"
 
 
 class HTTP1Transport(httpx.AsyncBaseTransport):
@@ -56,10 +59,14 @@ class HTTP1Transport(httpx.AsyncBaseTransport):
         if scheme not in _DEFAULT_PORTS:
             raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url}'.")
         key = (scheme, url.raw_host, url.port or _DEFAULT_PORTS[scheme])
-        head, chunked, length = _head(request)
         content = getattr(request, "_content", None)  # read already (``content=``)
-        if content is not None and length is not None and length != len(content):
-            raise httpx.LocalProtocolError("Content-Length does not match the body")
+        head = request.extensions.get(HEAD)
+        if head is None or content is None:
+            head, chunked, length = _head(request)
+            if content is not None and length is not None and length != len(content):
+                raise httpx.LocalProtocolError("Content-Length does not match the body")
+        else:
+            chunked = False
         connection = await self._acquire(key, timeouts.get("pool"), timeouts.get("connect"))
         try:
             head_request = request.method == "HEAD"
@@ -228,6 +235,17 @@ class HTTP1Transport(httpx.AsyncBaseTransport):
         self._idle_count = 0
 
 
+def request_head(method: str, url: httpx.URL, headers: httpx.Headers) -> bytes:
+    """What ``_head`` writes for a request with ``headers`` (no framing header among them)
+    then a Content-Length, up to that header's line: built once per upstream target, and
+    raising as ``_head`` would (app/llm/openai_compat.py appends the rest per call)."""
+    probe = httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(b""))
+    head, chunked, length = _head(probe)
+    if chunked or length is not None:
+        raise ValueError("the framing headers are the caller's")
+    return head[:-2]  # without the blank line
+
+
 def _head(request: httpx.Request) -> tuple[bytes, bool, int | None]:
     """The request line and headers, as h11 would send them (no CR, LF or NUL inside), and
     the body's framing: chunked, or its Content-Length (None if not given)."""
@@ -249,3 +267,35 @@ def _head(request: httpx.Request) -> tuple[bytes, bool, int | None]:
             raise httpx.LocalProtocolError("Illegal Content-Length")
         length = int(value)
     return head, chunked, length
+
+
+async def read_response(response: httpx.Response) -> bytes:
+    """``await response.aread()`` then ``aclose()``: the body, decoded as httpx decodes it.
+
+    A response of this pool is read straight from its connection: httpx's way (the stream's
+    generator, then ``aiter_raw``, ``aiter_bytes``, a chunker and a decoder per response, two
+    ``request_context`` managers) cost more than the parse. Errors and their ``request``,
+    Content-Encoding, the read timeout and the connection's release are httpx's.
+    """
+    stream = response.stream
+    if type(stream) is not ResponseStream or response.is_stream_consumed or response.is_closed:
+        try:
+            return await response.aread()
+        finally:
+            await response.aclose()
+    response.is_stream_consumed = True
+    try:
+        content = await stream.read_all()
+        response._num_bytes_downloaded = len(content)
+        if stream.encoded:
+            decoder = response._get_content_decoder()
+            content = decoder.decode(content) + decoder.flush()
+    except httpx.RequestError as exc:  # as httpx's request_context
+        request = response._request
+        if request is not None:
+            exc.request = request
+        raise
+    finally:
+        response.is_closed = True  # the stream is finished (its connection released or closed)
+    response._content = content
+    return content

@@ -53,6 +53,7 @@ class Connection(asyncio.Protocol):
         self.reason = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.framed = False  # content-length or chunked: the end is not the connection's
+        self.encoded = False  # a Content-Encoding header came (httpx's decoders read it)
         self.keep_alive = False
         self.http_version = b"HTTP/1.1"
         self.chunks: deque[bytes] = deque()
@@ -125,7 +126,9 @@ class Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name, value))
         lowered = name.lower()
-        if lowered == b"content-length" or (
+        if lowered == b"content-encoding":
+            self.encoded = True
+        elif lowered == b"content-length" or (
             lowered == b"transfer-encoding" and b"chunked" in value.lower()
         ):
             self.framed = True
@@ -283,6 +286,7 @@ class ResponseStream(httpx.AsyncByteStream):
         self._connection: Connection | None = connection
         self._timeout = read_timeout
         self._release = release
+        self.encoded = connection.encoded
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         connection = self._connection
@@ -297,6 +301,26 @@ class ResponseStream(httpx.AsyncByteStream):
                 raise connection.error
             else:
                 await connection._wait_for_data(self._timeout)
+
+    async def read_all(self) -> bytes:
+        """The whole raw body, as ``__aiter__`` would yield it (same waits, errors and
+        release), without an async generator per response."""
+        connection = self._connection
+        if connection is None:
+            return b""
+        parts: list[bytes] = []
+        try:
+            while True:
+                while connection.chunks:
+                    parts.append(connection.take())  # resumes a paused read, as __aiter__
+                if connection.complete:
+                    break
+                if connection.error is not None:
+                    raise connection.error
+                await connection._wait_for_data(self._timeout)
+        finally:
+            self._finish()
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _finish(self) -> None:
         connection, self._connection = self._connection, None

@@ -25,7 +25,7 @@ import httpx
 import orjson
 
 from app import __version__
-from app.llm.http1 import HTTP1Transport
+from app.llm.http1 import HEAD, HTTP1Transport, read_response, request_head
 from app.llm.params import strip_control_params
 from app.llm.routing import Deployment
 from app.llm.sse_stream import SSEStream, UpstreamHTTPError, not_a_stream
@@ -92,16 +92,20 @@ def _url(deployment: Deployment, path: str) -> str:
 # router that makes up deployments could make it hold.
 _TARGETS_MAX = 256
 _MISSING = object()
+_NO_HEADERS: Mapping[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
 class _Target:
     """A request's URL and headers but its Content-Length, as ``httpx.Request`` makes them
     from ``content=``: Host first (unless configured), Content-Length last. Parsing the URL
-    and normalizing the headers on every call cost more than the rest of building it."""
+    and normalizing the headers on every call cost more than the rest of building it; so did
+    the pool's writing them out (``head``: the request line and those headers, or None if
+    the pool cannot send them)."""
 
     url: httpx.URL
     headers: httpx.Headers
+    head: bytes | None
 
     @classmethod
     def of(cls, deployment: Deployment, path: str) -> _Target | None:
@@ -111,7 +115,11 @@ class _Target:
             return None  # framing configured by hand: httpx.Request decides, per call
         if "Host" not in headers and url.host:
             headers = httpx.Headers([(b"Host", url.netloc), *headers.raw])
-        return cls(url, headers)
+        try:
+            head: bytes | None = request_head("POST", url, headers)
+        except httpx.LocalProtocolError:
+            head = None  # the pool raises it per call, as it did
+        return cls(url, headers, head)
 
 
 KEEPALIVE_EXPIRY_S = 4.0
@@ -153,10 +161,7 @@ class OpenAICompatTransport:
         response = await self._pool.handle_async_request(request)
         response.request = request
         if not stream:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
+            await read_response(response)
         return response
 
     def _request(
@@ -193,16 +198,19 @@ class OpenAICompatTransport:
                 headers=_headers(deployment),
                 extensions=extensions,
             )
-        headers = httpx.Headers(target.headers)
-        headers["Content-Length"] = str(len(content))
+        length = b"%d" % len(content)
         request = httpx.Request(
             "POST",
             target.url,
-            headers=headers,
+            headers=target.headers,  # copied
             stream=httpx.ByteStream(content),
             extensions=extensions,
         )
-        request.read()  # ``request.content``, as for a request built with ``content=``
+        # Content-Length last, as ``headers["Content-Length"] = ...`` appends it (none before).
+        request.headers._list.append((b"Content-Length", b"content-length", length))
+        request._content = content  # what ``request.read()`` sets from a ByteStream
+        if target.head is not None and self._client is None:
+            request.extensions[HEAD] = b"%sContent-Length: %s\r\n\r\n" % (target.head, length)
         return request
 
     def _target(self, deployment: Deployment, path: str) -> _Target | None:
@@ -210,23 +218,23 @@ class OpenAICompatTransport:
         api_base, key, organization and configured headers (deployments made per request
         for ``CONTEXTGATE_UPSTREAM_BASE_URL`` share theirs); None: built per call."""
         params = deployment.params
-        extra = params.get("extra_headers") or {}
-        if not isinstance(extra, Mapping):
+        extra = params.get("extra_headers") or _NO_HEADERS
+        if type(extra) is not dict and not isinstance(extra, Mapping):
             return None
-        key = (
-            path,
-            params.get("api_base"),
-            params.get("api_key"),
-            params.get("organization"),
-            tuple(extra.items()),
-        )
+        api_base = params.get("api_base")
+        api_key = params.get("api_key")
+        organization = params.get("organization")
+        headers = tuple(extra.items()) if extra else ()
         # Strings only, as a config gives them: with 1 == True == 1.0, other values could make
         # two different sets of headers one key.
         if not (
-            all(type(part) is str or part is None for part in key[1:4])
-            and all(type(name) is str and type(value) is str for name, value in key[4])
+            (type(api_base) is str or api_base is None)
+            and (type(api_key) is str or api_key is None)
+            and (type(organization) is str or organization is None)
+            and (not headers or all(type(n) is str and type(v) is str for n, v in headers))
         ):
             return None
+        key = (path, api_base, api_key, organization, headers)
         target = self._targets.get(key, _MISSING)
         if target is _MISSING:
             if len(self._targets) >= _TARGETS_MAX:

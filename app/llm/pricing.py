@@ -59,6 +59,8 @@ class UsageCost:
 
 
 def _int(value: object) -> int:
+    if type(value) is int:  # the usual count: as below, without the union and bool checks
+        return value
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
@@ -76,13 +78,24 @@ def _number(value: object) -> float | None:
     return None
 
 
+_NONE: Mapping[str, object] = {}
+
+
 def _dict(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
+    if type(value) is dict:  # parsed JSON: as below, without the ABC check
+        return value
+    return value if isinstance(value, Mapping) else _NONE
+
+
+# A usage with only these keys (vLLM's, llama.cpp's, Ollama's) has no cache to read.
+_PLAIN = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 
 
 def prompt_cache(usage: Mapping[str, object] | None) -> PromptCache:
     """The cache's share of a prompt, from usage in any of the shapes the module doc lists."""
-    usage = usage or {}
+    usage = usage or _NONE
+    if _PLAIN.issuperset(usage):  # what the lines below make of it, in one step
+        return PromptCache(max(_int(usage.get("prompt_tokens")), 0))
     details = _dict(usage.get("prompt_tokens_details"))
     input_details = _dict(usage.get("input_tokens_details"))
     split = _dict(usage.get("cache_creation")) or _dict(details.get("cache_creation_token_details"))
@@ -148,9 +161,11 @@ class Rates:
         tiers = tuple((threshold, _tier(source, labels[threshold])) for threshold in sorted(labels))
         return cls({key: source[key] for key in _TIERED if key in source}, tiers, source)
 
-    def for_prompt(self, prompt_tokens: int) -> dict[str, float]:
+    def for_prompt(self, prompt_tokens: int) -> Mapping[str, float]:
         """The rates for a prompt of this size: every tier it passes (strictly, as litellm)
         overrides the rates it has, the others keep their base value."""
+        if not self.tiers or prompt_tokens <= self.tiers[0][0]:
+            return self.base  # no tier passed (read only)
         chosen = dict(self.base)
         for threshold, tier in self.tiers:
             if prompt_tokens > threshold:

@@ -42,6 +42,8 @@ def usage_of(usage: ChatUsage | None) -> Usage | None:
 
 def _dump(obj: object) -> Any:
     """litellm's object (or a parsed JSON value) as plain JSON: the upstream boundary."""
+    if type(obj) is dict:  # the direct paths' parsed JSON: as below, in one check
+        return obj
     if obj is None or isinstance(obj, str | int | float | bool):
         return obj
     if isinstance(obj, dict):

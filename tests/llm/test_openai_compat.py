@@ -18,6 +18,7 @@ import respx
 import app  # noqa: F401  (offline defaults before litellm)
 from app.core.errors import ContextLengthExceeded, RateLimited
 from app.llm.client import LLMClient
+from app.llm.http1 import HEAD, _head
 from app.llm.openai_compat import OpenAICompatTransport, _headers, is_direct
 from app.llm.routing import Deployment, ModelRouter
 from tests.support.openai_compat import BASE, KEY, MESSAGES, MODEL, URL, USAGE, chunk, failure, sse
@@ -157,8 +158,19 @@ async def test_a_request_goes_out_as_httpx_builds_it(params: dict[str, Any]) -> 
         assert str(sent.url) == str(expected.url)
         assert sent.headers.raw == expected.headers.raw  # names, case, order, Content-Length
         assert sent.content == expected.content
+        head = sent.extensions.pop(HEAD, None)  # the pool's, when the target has one
+        assert head is None or head == _head(expected)[0]  # byte for byte what it would write
         assert sent.extensions == expected.extensions
     await transport.aclose()
+
+
+def test_a_target_with_a_broken_header_leaves_the_head_to_the_pool() -> None:
+    transport = OpenAICompatTransport()
+    target = deployment(api_base=BASE, extra_headers={"X-A": "1\r\nX-B: 2"})
+    sent = transport._post(target, "/chat/completions", {"model": MODEL}, httpx.Timeout(5))
+    assert HEAD not in sent.extensions
+    with pytest.raises(httpx.LocalProtocolError):
+        _head(sent)
 
 
 async def test_deployments_share_a_target_only_with_the_same_key() -> None:

@@ -239,3 +239,31 @@ def test_a_cache_write_is_not_also_billed_as_input(shape: str) -> None:
         assert usage["prompt_tokens"] == 12307  # litellm's prompt_tokens include the write
     cost = _litellm_info(SONNET).price(usage)
     assert cost.prompt_cost + cost.completion_cost == pytest.approx(0.054399)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62},
+        {"prompt_tokens": 50},
+        {"completion_tokens": 3},
+        {},
+        {"prompt_tokens": 50.7, "completion_tokens": 2.2},
+        {"prompt_tokens": True, "completion_tokens": False},
+        {"prompt_tokens": "50", "total_tokens": None},
+        {"prompt_tokens": -4, "completion_tokens": 1},
+    ],
+)
+def test_a_plain_usage_prices_as_the_general_reading_does(usage: dict[str, Any]) -> None:
+    """Usage with only the three counts takes a shortcut; an empty details dict beside them
+    changes nothing but takes the general reading: both must agree."""
+    general = {**usage, "prompt_tokens_details": {}}
+    assert prompt_cache(usage) == prompt_cache(general)
+    rates = _litellm_info(SONNET).rates
+    assert price(rates, usage) == price(rates, general)
+    tiered = _litellm_info("gemini-2.5-pro").rates
+    assert tiered.tiers  # priced above 200k prompt tokens at other rates
+    for tokens in (200_000, 200_001):
+        assert price(tiered, {**usage, "prompt_tokens": tokens}) == price(
+            tiered, {**general, "prompt_tokens": tokens}
+        )
