@@ -35,6 +35,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from app.core.errors import DatabaseUnavailable
 from app.core.sqlite_driver import InlineConnection, is_busy
 from app.core.sqlite_lanes import lane_of
+from app.db.sqlite_binds import bind_processor
 
 __all__ = ["InlineResult", "run_inline"]
 
@@ -59,21 +60,30 @@ class _Plan:
     binds: tuple[_Bind, ...]
     row_type: type[tuple[Any, ...]] | None  # None: no rows
     result_processors: tuple[Callable[[Any], Any] | None, ...]
-    # Every parameter given (the hot path's usual case): taken in one C call, then the
-    # type processors at their positions; else ``binds``, one by one with their defaults.
+    # A row with the keys the plan was made for (the hot path's usual case): the given values
+    # taken in one C call (with ``width`` keys, any key the statement does not bind last),
+    # the column defaults inserted at their positions, then the type processors at theirs;
+    # else ``binds``, one by one, each looking for its value or its default.
     given: Callable[[Mapping[str, object]], tuple[object, ...]] | None = None
+    width: int = 0
+    bound: int = 0  # how many of the values taken are bound
+    defaults: tuple[tuple[int, Callable[[], object]], ...] = ()
     converted: tuple[tuple[int, Callable[[Any], Any]], ...] = ()
 
     def parameters(self, row: Mapping[str, object]) -> tuple[object, ...]:
-        if self.given is not None:
+        if self.given is not None and len(row) == self.width:
             try:
                 values = self.given(row)
             except KeyError:
                 pass
             else:
-                if not self.converted:
+                if len(values) > self.bound:
+                    values = values[: self.bound]
+                if not self.converted and not self.defaults:
                     return values
                 converted = list(values)
+                for index, default in self.defaults:
+                    converted.insert(index, default())
                 for index, process in self.converted:
                     converted[index] = process(converted[index])
                 return tuple(converted)
@@ -244,30 +254,63 @@ def _compile(statement: Executable, dialect: Dialect, parameters: Mapping[str, o
         for name, element_names in expanded.parameter_expansion.items():
             elements.update({element: (name, i) for i, element in enumerate(element_names)})
     defaults = _python_defaults(compiled)
+    processor = {
+        name: bind_processor(
+            compiled.binds[elements[name][0] if name in elements else name].type,
+            dialect,
+            _processor(processors.get(name)),
+        )
+        for name in names
+    }
     binds = tuple(
-        _element(*elements[name], _processor(processors.get(name)))
+        _element(*elements[name], processor[name])
         if name in elements
-        else _binder(name, compiled, _processor(processors.get(name)), defaults)
+        else _binder(name, _fallback(name, compiled, defaults), processor[name])
         for name in names
     )
-    given: Callable[[Mapping[str, object]], tuple[object, ...]] | None = None
-    converted: tuple[tuple[int, Callable[[Any], Any]], ...] = ()
+    fast: dict[str, Any] = {}
     if not elements:
-        given = _getter(names)
-        converted = tuple(
-            (index, process)
-            for index, name in enumerate(names)
-            if (process := _processor(processors.get(name))) is not None
-        )
+        fast = _fast_binding(names, parameters, compiled, processor, defaults)
     if compiled.isinsert or compiled.isupdate or compiled.isdelete:
-        return _Plan(sql, binds, None, (), given, converted)
+        return _Plan(sql, binds, None, (), **fast)
     columns = compiled._result_columns
     keys = [column.keyname for column in columns]
     row_type = namedtuple("InlineRow", keys, rename=True)  # type: ignore[misc]  # noqa: PYI024
     result_processors = tuple(
         column.type._cached_result_processor(dialect, None) for column in columns
     )
-    return _Plan(sql, binds, row_type, result_processors, given, converted)
+    return _Plan(sql, binds, row_type, result_processors, **fast)
+
+
+def _fast_binding(
+    names: tuple[str, ...],
+    parameters: Mapping[str, object],
+    compiled: SQLCompiler,
+    processor: Mapping[str, Callable[[Any], Any] | None],
+    defaults: Mapping[str, Callable[[], object]],
+) -> dict[str, Any]:
+    """``_Plan``'s fields for binding a row with ``parameters``' keys in one call: the names
+    given, in order, then the keys the statement does not bind; the fallbacks of the names not
+    given (column defaults, the statement's own values) at their positions."""
+    given = [name for name in names if name in parameters]
+    unbound = sorted(set(parameters) - set(names))
+    fills = tuple(
+        (index, _fallback(name, compiled, defaults))
+        for index, name in enumerate(names)
+        if name not in parameters
+    )
+    converted = tuple(
+        (index, process)
+        for index, name in enumerate(names)
+        if (process := processor[name]) is not None
+    )
+    return {
+        "given": _getter((*given, *unbound)),
+        "width": len(parameters),
+        "bound": len(given),
+        "defaults": fills,
+        "converted": converted,
+    }
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, object]], tuple[object, ...]]:
@@ -322,26 +365,30 @@ def _element(name: str, index: int, processor: Callable[[Any], Any] | None) -> _
     return lambda row: processor(row[name][index])  # type: ignore[index]
 
 
-def _binder(
-    name: str,
-    compiled: SQLCompiler,
-    processor: Callable[[Any], Any] | None,
-    defaults: Mapping[str, Callable[[], object]],
-) -> _Bind:
-    """How one positional parameter is bound: the caller's value, else the bind's own value
-    (a literal in the statement) or the column's default, then the type's bind processor."""
+def _fallback(
+    name: str, compiled: SQLCompiler, defaults: Mapping[str, Callable[[], object]]
+) -> Callable[[], object]:
+    """A parameter's value when the caller gives none: the column's default, else the bind's
+    own value (a literal in the statement); a required one raises, as SQLAlchemy does."""
     bind = compiled.binds[name]
-    fallback: Callable[[], object]
     if name in defaults:
-        fallback = defaults[name]
-    elif bind.callable is not None:
-        fallback = bind.callable
-    elif not bind.required:
-        fallback = _constant(bind.value)
-    else:
+        return defaults[name]
+    if bind.callable is not None:
+        return bind.callable
+    if not bind.required:
+        return _constant(bind.value)
 
-        def fallback() -> object:
-            raise sa_exc.InvalidRequestError(f"A value is required for bind parameter {name!r}")
+    def required() -> object:
+        raise sa_exc.InvalidRequestError(f"A value is required for bind parameter {name!r}")
+
+    return required
+
+
+def _binder(
+    name: str, fallback: Callable[[], object], processor: Callable[[Any], Any] | None
+) -> _Bind:
+    """How one positional parameter is bound: the caller's value, else ``fallback()``, then
+    the type's bind processor."""
 
     def given(row: Mapping[str, object]) -> object:
         return row[name] if name in row else fallback()

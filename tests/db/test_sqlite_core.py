@@ -6,10 +6,11 @@ statement listeners. On PostgreSQL they go through SQLAlchemy, with the same res
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, cast
 
 import pytest
-from sqlalchemy import Table, bindparam, event, select
+from sqlalchemy import Table, bindparam, event, insert, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Executable
@@ -32,6 +33,12 @@ TENANT = "tenant-a"
 CONVERSATION = "conv_inline"
 TOOL_CALLS = [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
 THINKING = [{"type": "thinking", "thinking": "hm", "signature": "sig=="}]
+_INSERT_LOG = insert(cast(Table, RequestLog.__table__))
+_STORED = (
+    "SELECT sequence_number, role, content, tool_calls, thinking_blocks, status, created_at"
+    " FROM messages ORDER BY sequence_number"
+)
+_STORED_LOGS = "SELECT id, stream, context_utilization, created_at FROM request_logs"
 
 
 @pytest.fixture
@@ -264,3 +271,79 @@ async def test_statement_listeners_see_every_statement(database: Database) -> No
     assert "SELECT messages.role, messages.content," in executed
     assert [many for sql, _, many in seen if sql == "INSERT INTO messages"] == [True]
     assert [row[0] for row in rows] == ["user", "assistant"]
+
+
+_STAMPS = [
+    datetime(2026, 1, 2, 3, 4, 5),  # microsecond 0
+    datetime(2026, 1, 2, 3, 4, 5, 67, tzinfo=UTC),
+    datetime(2026, 1, 2, 3, 4, 5, 67, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+]
+
+
+def _written(sequence: int) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Messages taking ``created_at``'s default, and messages giving it (an executemany's rows
+    share their keys: SQLAlchemy compiles it for the first row's), their JSON columns holding
+    every kind of value the hot path writes."""
+    defaults = [
+        _message(sequence, "user", content="héllo"),
+        _message(sequence + 1, "tool", content=[{"type": "text", "text": "out"}]),
+    ]
+    given = [
+        _message(sequence + 2, "assistant", tool_calls=TOOL_CALLS, created_at=_STAMPS[0]),
+        _message(sequence + 3, "assistant", thinking_blocks=THINKING, created_at=_STAMPS[1]),
+        _message(sequence + 4, "assistant", content={"n": 2**70}, created_at=_STAMPS[2]),
+    ]
+    return defaults, given
+
+
+async def _sqlalchemy_write(session: AsyncSession, statement: Executable, rows: object) -> None:
+    await session.run_sync(lambda sync: sync.connection().execute(statement, rows))
+
+
+async def test_writes_store_what_sqlalchemy_stores(database: Database) -> None:
+    """The same rows written inline and through SQLAlchemy are stored alike, to the text of
+    their dates and JSON, defaults included (``text()``: the stored values, unconverted)."""
+    await _seed(database)
+    log: dict[str, object] = {
+        "tenant_id": TENANT,
+        "key_id": None,
+        "model": "m",
+        "status": "ok",
+        "status_code": 200,
+        "prompt_tokens": 1,
+        "prompt_cost": 0.0,
+        "total_cost": 0.0,
+        "latency_ms": 1.0,
+        "context_utilization": {"notes": ["é"], "tokens_used": 1},
+    }
+    async with database.writing() as session:
+        for rows in _written(10):
+            await execute_core(session, statements.INSERT_MESSAGE, rows)
+        await execute_core(session, _INSERT_LOG, {**log, "id": "req_a"})
+        await execute_core(session, _INSERT_LOG, {**log, "id": "req_c", "created_at": _STAMPS[2]})
+        for rows in _written(20):
+            await _sqlalchemy_write(session, statements.INSERT_MESSAGE, rows)
+        await _sqlalchemy_write(session, _INSERT_LOG, {**log, "id": "req_b"})
+        await _sqlalchemy_write(
+            session, _INSERT_LOG, {**log, "id": "req_d", "created_at": _STAMPS[2]}
+        )
+    async with database.reading() as session:
+        stored = (await session.execute(text(_STORED))).all()
+        logs = (await session.execute(text(_STORED_LOGS))).all()
+    inline = [row[1:] for row in stored if 10 <= row[0] < 20]
+    through = [row[1:] for row in stored if row[0] >= 20]
+    assert len(inline) == 5
+    assert [row[:-1] for row in inline] == [row[:-1] for row in through]
+    assert [row[-1] for row in inline][2:] == [row[-1] for row in through][2:]  # given
+    assert [type(row[-1]) for row in inline] == [type(row[-1]) for row in through]
+    by_id = {row[0]: row[1:] for row in logs}
+    assert by_id["req_a"][:-1] == by_id["req_b"][:-1]
+    assert by_id["req_c"] == by_id["req_d"]
+    if database.is_sqlite:  # the text SQLAlchemy writes: microseconds always, no offset
+        assert [row[-1] for row in inline][2:] == [
+            "2026-01-02 03:04:05.000000",
+            "2026-01-02 03:04:05.000067",
+            "2026-01-02 03:04:05.000067",
+        ]
+        assert {len(str(row[-1])) for row in inline} == {26}  # defaults written the same way
+        assert by_id["req_c"][-1] == "2026-01-02 03:04:05.000067"
