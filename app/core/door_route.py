@@ -147,8 +147,8 @@ def _is_json(request: Request) -> bool:
 
 
 class DoorRoute(APIRoute):
-    """``APIRoute`` with the doors' direct path (see the module docstring); requests get the
-    body the text check parsed, as ``ParsedJSONRoute``'s do."""
+    """``APIRoute`` with the doors' direct path (see the module docstring); its requests get
+    the body the text check parsed (``ParsedJSONRequest``)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         standard = super().get_route_handler()

@@ -11,7 +11,7 @@ import pytest
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel
 
-from app.core.parsed_body import ParsedJSONRoute
+from app.core.door_route import DoorRoute
 from app.core.textcheck import TextCheckMiddleware
 
 
@@ -20,7 +20,7 @@ class Body(BaseModel):
 
 
 def _app() -> FastAPI:
-    router = APIRouter(route_class=ParsedJSONRoute)
+    router = APIRouter(route_class=DoorRoute)
 
     @router.post("/echo")
     async def echo(body: Body) -> dict[str, Any]:
