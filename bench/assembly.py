@@ -174,6 +174,16 @@ async def _turn(
     return counter.count, elapsed
 
 
+async def _warm_up(client: Any, state: Any, conversation_id: str) -> int:
+    """Turns until compaction has caught up with a seeded history; how many it took."""
+    warm, history = 0, list[int]()
+    while warm < MAX_WARM_TURNS and not _steady(history):
+        count, _ = await _turn(client, state, conversation_id, f"warm {warm}")
+        history.append(count)
+        warm += 1
+    return warm
+
+
 async def _drain(state: Any) -> None:
     import asyncio
 
@@ -203,36 +213,44 @@ async def measure(
     async with inprocess_app(fake.base_url, database_url, **settings) as (application, client):
         state = application.state.contextgate
         caller = Caller(tenant_id="default")
+        conversations: dict[int, str] = {}
+        warm_turns: dict[int, int] = {}
         for size in sizes:
-            conversation_id = await seed(state, caller.tenant_id, size)
-            prepare_ms: list[float] = []
-            request_ms: list[float] = []
-            statements: list[int] = []
-            warm, history = 0, list[int]()
-            while warm < MAX_WARM_TURNS and not _steady(history):
-                count, _ = await _turn(client, state, conversation_id, f"warm {warm}")
-                history.append(count)
-                warm += 1
-            for index in range(repeats):
-                # A question of this size's own: the recall query's embedding (~13 ms of MiniLM)
-                # is remembered by text, and a size that met the last one's would skip it.
-                body = turn(f"next question {index} about {size} messages", conversation_id)
+            conversations[size] = await seed(state, caller.tenant_id, size)
+            warm_turns[size] = await _warm_up(client, state, conversations[size])
+        prepare_ms: dict[int, list[float]] = {size: [] for size in sizes}
+        request_ms: dict[int, list[float]] = {size: [] for size in sizes}
+        statements: dict[int, list[int]] = {size: [] for size in sizes}
+        sent: dict[int, int] = {}
+        # Round-robin over the sizes, as bench.run interleaves its targets: a machine that
+        # slows down for a while slows every size alike, not the one measured then.
+        for index in range(repeats):
+            for position, size in enumerate(sizes):
+                conversation_id = conversations[size]
+                # A question of its own each time: the recall query's embedding (~5-8 ms of
+                # MiniLM) is remembered by text. And the same number of tokens for every size:
+                # "about 10000" is one WordPiece more than "about 100", and MiniLM's time grows
+                # with the tokens (the curve read 1.2x at 10,000 partly from that one token).
+                number = index * len(sizes) + position  # < 1,000: a single token
+                body = turn(f"next question {number} of the curve", conversation_id)
                 request = ChatCompletionRequest.model_validate(body)
                 context = TurnContext(request, caller, new_request_id(), time.perf_counter())
                 started = time.perf_counter()
                 prepared = await prepare(state, context)
-                prepare_ms.append((time.perf_counter() - started) * 1000)
+                prepare_ms[size].append((time.perf_counter() - started) * 1000)
+                sent[size] = len(prepared.messages)
                 count, total = await _turn(client, state, conversation_id, body)
-                request_ms.append(total)
-                statements.append(count)
+                request_ms[size].append(total)
+                statements[size].append(count)
+        for size in sizes:
             rows.append(
                 {
                     "stored": size,
-                    "prepare_ms": statistics.median(prepare_ms),
-                    "request_ms": statistics.median(request_ms),
-                    "sent_messages": len(prepared.messages),
-                    "statements": max(statements),
-                    "warm_turns": warm,
+                    "prepare_ms": statistics.median(prepare_ms[size]),
+                    "request_ms": statistics.median(request_ms[size]),
+                    "sent_messages": sent[size],
+                    "statements": max(statements[size]),
+                    "warm_turns": warm_turns[size],
                 }
             )
     return rows

@@ -38,6 +38,35 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
 
 
+def _value(run: dict[str, Any], path: tuple[str, ...]) -> float:
+    value: Any = run
+    for key in path:
+        value = value[key]
+    return float(value)
+
+
+def _paired(
+    ours: list[dict[str, Any]],
+    theirs: list[dict[str, Any]],
+    *path: str,
+    base: list[dict[str, Any]] | None = None,
+) -> tuple[float, float, float]:
+    """(ours, theirs, ratio) from runs measured side by side (the i-th of each list in the same
+    round): the medians of the values, less ``base``'s of the same round when given, and the
+    median of the rounds' own ratios, which a machine drifting between rounds does not move."""
+    pairs = list(zip(ours, theirs, base or ours, strict=False))
+    if not pairs:
+        return math.nan, math.nan, math.nan
+    mine, other, ratios = [], [], []
+    for run_ours, run_theirs, run_base in pairs:
+        offset = _value(run_base, path) if base else 0.0
+        a, b = _value(run_ours, path) - offset, _value(run_theirs, path) - offset
+        mine.append(a)
+        other.append(b)
+        ratios.append(_ratio(a, b))
+    return statistics.median(mine), statistics.median(other), statistics.median(ratios)
+
+
 def _workers_rows(workers: dict[str, Any] | None) -> list[tuple[str, ...]]:
     """One `--workers 2` vs 1 row per database backend measured."""
     if not workers:
@@ -154,27 +183,27 @@ def render(results: dict[str, Any]) -> str:
     cg_runs = cg["runs"]
     ll_runs = ll["runs"] if ll else {}
     nan = math.nan
-    cg_added = added(cg_runs, "c1", "p50")
-    ll_added = added(ll_runs, "c1", "p50") if ll else nan
-    ratio = _ratio(cg_added, ll_added)
+
+    def paired(key: str, *path: str, minus_direct: bool = False) -> tuple[float, float, float]:
+        if not ll or key not in ll_runs:
+            return _median(cg_runs[key], *path), nan, nan
+        base = direct[key] if minus_direct else None
+        return _paired(cg_runs[key], ll_runs[key], *path, base=base)
+
+    cg_added, ll_added, ratio = paired("c1", "latency_ms", "p50", minus_direct=True)
     label = "added latency p50, concurrency 1 (ms)"
     goal(label, _fmt(cg_added, 2), _fmt(ll_added, 2), ratio, "≤ 0.25 ×", ratio <= 0.25)
-    cg_tp = _median(cg_runs["c32"], "throughput_rps")
-    ll_tp = _median(ll_runs["c32"], "throughput_rps") if ll else nan
-    ratio = _ratio(cg_tp, ll_tp)
+    cg_tp, ll_tp, ratio = paired("c32", "throughput_rps")
     label = "throughput, concurrency 32 (req/s)"
     goal(label, _fmt(cg_tp), _fmt(ll_tp), ratio, "≥ 3 ×", ratio >= 3)
-    cg_ttfb = _median(cg_runs["stream_c8"], "ttfb_ms", "p50")
-    ll_ttfb = _median(ll_runs["stream_c8"], "ttfb_ms", "p50") if ll else nan
-    ratio = _ratio(cg_ttfb, ll_ttfb)
+    cg_ttfb, ll_ttfb, ratio = paired("stream_c8", "ttfb_ms", "p50")
     label = "streaming TTFB p50, concurrency 8 (ms)"
     goal(label, _fmt(cg_ttfb, 2), _fmt(ll_ttfb, 2), ratio, "≤ 0.25 ×", ratio <= 0.25)
     for key, label in (("c1", "concurrency 1"), ("c32", "concurrency 32")):
         if "server_cpu_ms" in (cg_runs.get(key) or [{}])[0]:
-            ours = _median(cg_runs[key], "server_cpu_ms")
-            theirs = _median(ll_runs[key], "server_cpu_ms") if ll else nan
+            ours, theirs, ratio = paired(key, "server_cpu_ms")
             rows.append((f"server CPU per request, {label} (ms; robust to a busy machine)",
-                         _fmt(ours, 2), _fmt(theirs, 2), _fmt(_ratio(ours, theirs), 2),
+                         _fmt(ours, 2), _fmt(theirs, 2), _fmt(ratio, 2),
                          "—", "—"))  # fmt: skip
     cg_rss = cg["peak_rss_mib"]
     ll_rss = ll["peak_rss_mib"] if ll else nan
@@ -204,6 +233,16 @@ def render(results: dict[str, Any]) -> str:
     rows.extend(_workers_rows(results.get("workers")))
 
     lines.extend(_table(rows))
+    lines.append("")
+    blocks = results["plan"].get("c1_blocks", 1)
+    lines.append(
+        "The added latency, throughput, TTFB and server CPU rows show medians of the rounds; "
+        "their ratio is the median of each round's own ratio (every target measured back to "
+        "back within a round; "
+        f"concurrency 1 in {blocks} such block(s) per round), which a machine whose speed "
+        "drifts between rounds does not move. Concurrency 1's added latency is each run's p50 "
+        "less the direct upstream's p50 measured just before it."
+    )
     lines.append("")
     lines.extend(_agent_table(results.get("agent")))
 

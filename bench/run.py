@@ -59,12 +59,16 @@ class Plan:
     duration_s: float
     assembly_repeats: int
     agent_calls: int = 8  # measured calls per agent task (bench/agent_calls.py)
+    # Concurrency 1 is measured in this many blocks per round, every target back to back in
+    # each: its ratio, the median of the blocks' own, is not moved by a machine that speeds up
+    # or slows down between one target's run and the next (seen: 2x within minutes).
+    c1_blocks: int = 3
 
 
 FULL = Plan(rounds=3, c1_requests=300, c32_requests=2400, stream_requests=800, duration_s=15.0,
-            assembly_repeats=7, agent_calls=8)  # fmt: skip
+            assembly_repeats=15, agent_calls=8)  # fmt: skip
 QUICK = Plan(rounds=1, c1_requests=120, c32_requests=800, stream_requests=240, duration_s=8.0,
-             assembly_repeats=3, agent_calls=5)  # fmt: skip
+             assembly_repeats=3, agent_calls=5, c1_blocks=1)  # fmt: skip
 # An agent's model has a window its 150k-token prompt fits in (contextgate's default is 8k).
 AGENT_WINDOW = "200000"
 
@@ -152,9 +156,13 @@ def median_of(rounds: list[dict[str, Any]], *path: str) -> float:
 
 
 def measure_targets(targets: list[Target], plan: Plan) -> None:
+    """Each round: every scenario, every target one after the other (concurrency 1 in
+    ``plan.c1_blocks`` blocks); each result appended to ``target.results[scenario]``, so the
+    i-th results of the targets were measured side by side."""
     for round_index in range(plan.rounds):
         for key, concurrency, stream in SCENARIOS:
-            for target in targets:
+            blocks = plan.c1_blocks if key == "c1" else 1
+            for target in (target for _ in range(blocks) for target in targets):
                 result = run_load(
                     target, concurrency, scenario_requests(plan, key), plan.duration_s,
                     stream=stream,

@@ -195,6 +195,8 @@ class _Search:
         """Placeholders without a vector (cleared by this request or the previous ones): the
         newest few, embedded now."""
         tools = self.wanted.tools
+        if not tools.placeholders:
+            return []
         placeholders = np.fromiter(tools.placeholders, np.int64, len(tools.placeholders))
         absent = set(placeholders[~np.isin(placeholders, vectors.sequences)].tolist())
         absent -= {m.sequence_number for m in missing}
