@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import logging.handlers
 import queue
 import sys
+import threading
+import time
 import traceback
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from typing import TextIO
 
 import orjson
 
@@ -54,7 +58,7 @@ class JsonFormatter(logging.Formatter):
 
 
 class _RecordQueueHandler(logging.handlers.QueueHandler):
-    """Hands the record itself to the listener's thread, which formats and writes it: the
+    """Hands the record itself to the writer's thread, which formats and writes it: the
     event loop only makes the record (redacted, the request id taken: the factory below).
     The standard ``prepare`` would format it here, on the loop."""
 
@@ -62,22 +66,77 @@ class _RecordQueueHandler(logging.handlers.QueueHandler):
         return record
 
 
-_listener: logging.handlers.QueueListener | None = None
+_STOP = object()
+# How long the writer lets lines gather after the first of a batch: at one wake-up per line
+# its thread switched ~3 times a request (0.19 ms of CPU for a line formatted in 6 us), and
+# took the interpreter's lock just as the next request arrived.
+LINGER_S = 0.05
+
+
+class _BatchWriter:
+    """Formats the queued records on a thread of its own and writes them a batch at a time:
+    the first record wakes it, it waits ``LINGER_S`` for more, then writes them all at once."""
+
+    def __init__(
+        self, records: queue.SimpleQueue[object], handler: logging.StreamHandler[TextIO]
+    ) -> None:
+        self._records = records
+        self._handler = handler
+        self._thread = threading.Thread(target=self._run, name="log-writer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Write what is queued, then end the thread."""
+        self._records.put(_STOP)
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            first = self._records.get()
+            if first is not _STOP:
+                time.sleep(LINGER_S)
+            batch = [first]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    batch.append(self._records.get_nowait())
+            self._write([r for r in batch if isinstance(r, logging.LogRecord)])
+            if any(r is _STOP for r in batch):
+                return
+
+    def _write(self, records: list[logging.LogRecord]) -> None:
+        handler, lines = self._handler, []
+        for record in records:
+            try:
+                lines.append(handler.format(record))
+            except Exception:
+                handler.handleError(record)
+        if not lines:
+            return
+        try:
+            handler.stream.write("\n".join(lines) + handler.terminator)
+            handler.flush()
+        except Exception:
+            handler.handleError(records[-1])
+
+
+_writer: _BatchWriter | None = None
 
 
 def configure_logging(level: str = "INFO") -> None:
     """JSON lines on stderr, formatted and written by a thread of their own (a log line
-    cost the loop ~0.2 ms on the bench machine, most of it the formatting and the write);
-    what is queued is written before the process exits."""
-    global _listener
+    cost the loop ~0.2 ms on the bench machine, most of it the formatting and the write),
+    a batch at a time; what is queued is written before the process exits."""
+    global _writer
     install_redaction()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     if not _stop_listener():  # the first time
         atexit.register(_stop_listener)
-    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    _listener = logging.handlers.QueueListener(records, handler)
-    _listener.start()
+    records: queue.SimpleQueue[object] = queue.SimpleQueue()
+    _writer = _BatchWriter(records, handler)
+    _writer.start()
     root = logging.getLogger()
     root.handlers[:] = [_RecordQueueHandler(records)]
     root.setLevel(level)
@@ -87,13 +146,13 @@ def configure_logging(level: str = "INFO") -> None:
 
 
 def _stop_listener() -> bool:
-    """Write what is queued, then end the listener's thread (at exit, or before another);
+    """Write what is queued, then end the writer's thread (at exit, or before another);
     whether there was one."""
-    global _listener
-    if _listener is None:
+    global _writer
+    if _writer is None:
         return False
-    _listener.stop()
-    _listener = None
+    _writer.stop()
+    _writer = None
     return True
 
 

@@ -43,4 +43,4 @@ def test_lines_keep_their_request_id_are_redacted_and_all_written_at_exit() -> N
     assert all(line["request_id"] == f"req_{line['turn']}" for line in turns)
     assert all("sk-thread-secret" not in line["msg"] for line in turns)
     assert all(line["msg"].startswith(f"turn {line['turn']} with ") for line in turns)
-    assert "(_monitor)" in done.stdout  # the listener's thread wrote them
+    assert "log-writer" in done.stdout  # the writer's thread wrote them
