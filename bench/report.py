@@ -14,13 +14,15 @@ END = "<!-- speed-results:end -->"
 SECTION = "## Speed and scale"
 
 
+def _value(run: dict[str, Any], path: tuple[str, ...]) -> float:
+    value: Any = run
+    for key in path:
+        value = value[key]
+    return float(value)
+
+
 def _median(runs: list[dict[str, Any]], *path: str) -> float:
-    values = []
-    for run in runs:
-        value: Any = run
-        for key in path:
-            value = value[key]
-        values.append(float(value))
+    values = [_value(run, path) for run in runs]
     return statistics.median(values) if values else math.nan
 
 
@@ -36,13 +38,6 @@ def _verdict(ok: bool | None) -> str:
 
 def _ratio(a: float, b: float) -> float:
     return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
-
-
-def _value(run: dict[str, Any], path: tuple[str, ...]) -> float:
-    value: Any = run
-    for key in path:
-        value = value[key]
-    return float(value)
 
 
 def _paired(

@@ -132,8 +132,8 @@ def configure_logging(level: str = "INFO") -> None:
     install_redaction()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    if not _stop_listener():  # the first time
-        atexit.register(_stop_listener)
+    if not _stop_writer():  # the first time
+        atexit.register(_stop_writer)
     records: queue.SimpleQueue[object] = queue.SimpleQueue()
     _writer = _BatchWriter(records, handler)
     _writer.start()
@@ -145,7 +145,7 @@ def configure_logging(level: str = "INFO") -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _stop_listener() -> bool:
+def _stop_writer() -> bool:
     """Write what is queued, then end the writer's thread (at exit, or before another);
     whether there was one."""
     global _writer
