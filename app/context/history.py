@@ -161,7 +161,7 @@ async def load_history_window(
         min_turn = conversation.turn_count - turns + 1 if turns > 0 else None
         loaded = await stored_tail(
             session,
-            conversation.id,
+            conversation,
             system_count=system_count,
             cut=cut,
             min_turn=min_turn,

@@ -12,10 +12,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversations.rows import ResponseItemRow
-from app.db.models import Message, PromptLedgerRow, ResponseItem, utcnow
+from app.db.models import Conversation, Message, PromptLedgerRow, ResponseItem, utcnow
 from app.db.repository import TenantScope
 
 _ledger_scope: TenantScope[PromptLedgerRow] = TenantScope(PromptLedgerRow)
+_conversation_scope: TenantScope[Conversation] = TenantScope(Conversation)
 
 __all__ = ["ItemsRepository", "items_repository"]
 
@@ -56,8 +57,22 @@ class ItemsRepository:
         )
         return list((await session.execute(statement)).scalars())
 
-    async def hide(self, session: AsyncSession, message_id: int, status: str) -> None:
+    async def hide(
+        self,
+        session: AsyncSession,
+        tenant_id: str,
+        conversation_id: str,
+        message_id: int,
+        status: str,
+    ) -> None:
+        """Set a stored message's status; the conversation's ``updated_at`` moves with it, so
+        the rows of it a process keeps (app/conversations/tail_cache.py) are read again."""
         await session.execute(update(Message).where(Message.id == message_id).values(status=status))
+        await session.execute(
+            update(Conversation)
+            .where(Conversation.id == conversation_id, _conversation_scope.tenant_clause(tenant_id))
+            .values(updated_at=utcnow())
+        )
 
     async def forget_kept_prompt(
         self, session: AsyncSession, tenant_id: str, conversation_id: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import cast
 
 from sqlalchemy import (
@@ -59,12 +60,14 @@ class ConversationRepository(TenantRepository[Conversation]):
         conversation_id: str,
         expected: Mapping[str, object],
         values: Mapping[str, object],
+        now: datetime | None = None,
     ) -> bool:
-        """Set ``values`` on the conversation if its columns still equal ``expected``."""
+        """Set ``values`` (and ``updated_at``: ``now``) on the conversation if its columns
+        still equal ``expected``."""
         statement = guarded_update(tuple(expected), tuple(values))
         params = {f"old_{name}": value for name, value in expected.items()}
         params.update({f"new_{name}": value for name, value in values.items()})
-        params.update(row_id=conversation_id, row_tenant=tenant_id, now=utcnow())
+        params.update(row_id=conversation_id, row_tenant=tenant_id, now=now or utcnow())
         result = await execute_core(session, statement, params)
         return bool(result.rowcount == 1)
 

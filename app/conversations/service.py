@@ -26,8 +26,10 @@ from app.conversations.repository import conversation_repository as repository
 from app.conversations.resolved import HeadMoved, ResolvedConversation
 from app.conversations.rows import MessageRow
 from app.conversations.stamp import Stamp
+from app.conversations.tail_cache import stamp_of, tail_cache, tail_stamp
 from app.core.errors import NotFound
 from app.db.models import Conversation, new_id
+from app.db.models.base import utcnow
 from app.tokens.counter import text_of
 
 __all__ = [
@@ -225,10 +227,20 @@ class ConversationService:
             values["last_prompt_tokens"] = stamp.prompt_tokens
         if stamp.cache_state is not None:
             values |= _cache_values(stamp.cache_state)
+        # ``updated_at`` too: hiding an item moves nothing else (the kept rows, tail_cache.py).
+        expected = {**Counters.of(known).counters(), "updated_at": known.updated_at}
+        now = utcnow()
         if rows and await repository.update_if_unchanged(
-            session, tenant_id, known.id, Counters.of(known).counters(), values
+            session, tenant_id, known.id, expected, values, now
         ):
             await repository.insert_messages(session, rows)
+            tail_cache.appended(
+                tenant_id,
+                known.id,
+                before=stamp_of(known),
+                after=tail_stamp(draft.message_count, draft.head_hash, now),
+                rows=rows,
+            )
             self.edges.appended(
                 tenant_id,
                 known.id,

@@ -148,7 +148,7 @@ class ItemsService:
     ) -> Conversation:
         """Mark the stored message of the item ``deleted`` (see the module's docstring)."""
         found = await self.find(session, tenant_id, conversation_id, item_id)
-        await items_repository.hide(session, found.message_id, DELETED)
+        await items_repository.hide(session, tenant_id, conversation_id, found.message_id, DELETED)
         # The kept prompt may hold it: the next call rebuilds the prompt without it.
         await items_repository.forget_kept_prompt(session, tenant_id, conversation_id)
         return await conversation_service.get(session, tenant_id, conversation_id)
