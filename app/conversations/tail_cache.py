@@ -4,11 +4,11 @@ A request that continues a conversation by id reads its stored history back (``s
 in the same read transaction as the conversation row: one SELECT of every column of its recent
 messages, and a Python object for each value. The process that stored the last turn already
 holds those rows, so it keeps them here, for conversations of at most ``ROWS`` messages and
-``ROW_BYTES`` of text (a chat, not an agent's tool loop), keyed by the conversation's ``TailStamp``:
-its message count, chain hash and ``updated_at`` as the conversation row says. Every change to
-a conversation's messages moves one of them (an append the first two, hiding an item through
-the Conversations API the last), so the row every request reads anyway says whether the rows
-kept still are the stored ones, in any worker.
+``CONVERSATION_BYTES`` (a chat, not an agent's tool loop), ``TOTAL_BYTES`` in all, keyed by
+the conversation's ``TailStamp``: its message count, chain hash and ``updated_at`` as the
+conversation row says. Every change to a conversation's messages moves one of them (an append
+the first two, hiding an item through the Conversations API the last), so the row every
+request reads anyway says whether the rows kept still are the stored ones, in any worker.
 
 Rows are kept as ``HISTORY_COLUMNS`` tuples with their JSON values serialized, so a request
 that changes the messages it builds from them never changes what the next request reads.
@@ -33,8 +33,11 @@ if TYPE_CHECKING:
 __all__ = ["ROWS", "TailCache", "TailStamp", "stamp_of", "tail_cache", "tail_stamp"]
 
 ROWS = 256  # a conversation with more stored messages is read from the database every time
-ROW_BYTES = 256 * 1024  # the same for one whose stored text is larger
-TOTAL_BYTES = 16 * 1024 * 1024  # all conversations kept, least recently used out
+CONVERSATION_BYTES = 256 * 1024  # the same for one whose stored text is larger
+TOTAL_BYTES = 2 * 1024 * 1024  # all conversations kept, least recently used out
+# What a kept row costs beside its text: the tuple and each value's object header (a chat
+# turn's row is ~130 bytes of text and ~530 in memory, tracemalloc says).
+_ROW_OVERHEAD = 400
 _JSON_AT = tuple(
     HISTORY_COLUMNS.index(name) for name in ("content", "tool_calls", "thinking_blocks")
 )
@@ -75,7 +78,7 @@ class _TooBig(Exception):
 def _keep(row: Sequence[object]) -> tuple[_Kept, int]:
     """A row as kept, and about how many bytes its text takes."""
     kept = list(row)
-    size = 0
+    size = _ROW_OVERHEAD
     for value in kept:
         if isinstance(value, str):
             size += len(value)
@@ -120,7 +123,10 @@ class TailCache:
     def fits(conversation: Conversation) -> bool:
         """Whether a conversation is short enough to be kept (its stored tokens stand for
         its text: a token is a few bytes)."""
-        return conversation.message_count <= ROWS and conversation.total_tokens * 4 <= ROW_BYTES
+        return (
+            conversation.message_count <= ROWS
+            and conversation.total_tokens * 4 <= CONVERSATION_BYTES
+        )
 
     def rows(self, tenant_id: str, conversation_id: str, stamp: TailStamp) -> list[HistoryColumns]:
         """Every stored row of the conversation, in order, if kept for ``stamp``; else []."""
@@ -184,7 +190,7 @@ class TailCache:
 
     def _store(self, key: tuple[str, str], entry: _Entry) -> None:
         self.forget(*key)
-        if entry.size > ROW_BYTES:
+        if entry.size > CONVERSATION_BYTES:
             return
         self._entries[key] = entry
         self._size += entry.size

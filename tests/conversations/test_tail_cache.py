@@ -213,7 +213,7 @@ def test_kept_rows_are_fresh_each_time_and_follow_the_stamp() -> None:
 
 
 def test_kept_rows_stay_within_their_byte_budget() -> None:
-    cache = TailCache(total_bytes=10_000)
+    cache = TailCache(total_bytes=11_000)
     for index in range(10):
         row = _row(0, "y" * 3_000)
         cache.put("t", f"c{index}", tail_stamp(1, "h", None), [tuple(row.values())])
