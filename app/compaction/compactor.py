@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import update
+
 from app.compaction.bundle import SummaryView, summary_tokens
 from app.compaction.llm_json import Summarizer, SummarizerFailed
 from app.compaction.prompts import MERGE_SYSTEM, SUMMARIZE_SYSTEM, merge_user, summarize_user
@@ -22,7 +24,7 @@ from app.compaction.schemas import SummaryOutput
 from app.compaction.windows import CompactionWindow, render_transcript, select_window
 from app.core.database import Database
 from app.core.settings import Settings
-from app.db.models import ConversationSummaryRow
+from app.db.models import Conversation, ConversationSummaryRow
 from app.llm.responses import Usage
 
 __all__ = [
@@ -240,9 +242,18 @@ class Compactor:
             if conversation is None or conversation.compacted_turn != snapshot.compacted_turn:
                 raise SummarizerFailed("the conversation changed during compaction")
             session.add(row)
-            conversation.compacted_turn = window.last_turn
-            conversation.compacted_sequence = window.end_sequence
-            conversation.compacted_tokens = window.end_tokens
+            # ``updated_at`` stays: the messages did not change, and a turn read meanwhile still
+            # stores with its guarded UPDATE (app/conversations/service.py append_continuing).
+            await session.execute(
+                update(Conversation)
+                .where(Conversation.id == conversation.id)
+                .values(
+                    compacted_turn=window.last_turn,
+                    compacted_sequence=window.end_sequence,
+                    compacted_tokens=window.end_tokens,
+                    updated_at=Conversation.updated_at,
+                )
+            )
         report.summary_ids.append(row.id)
         report.turns_compacted += window.turns
         report.first_turn = report.first_turn or window.first_turn
