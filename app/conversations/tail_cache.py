@@ -34,7 +34,7 @@ __all__ = ["ROWS", "TailCache", "TailStamp", "stamp_of", "tail_cache", "tail_sta
 
 ROWS = 256  # a conversation with more stored messages is read from the database every time
 CONVERSATION_BYTES = 256 * 1024  # the same for one whose stored text is larger
-TOTAL_BYTES = 2 * 1024 * 1024  # all conversations kept, least recently used out
+TOTAL_BYTES = 1024 * 1024  # all conversations kept (~40 chats of 25 turns), oldest use out
 # What a kept row costs beside its text: the tuple and each value's object header (a chat
 # turn's row is ~130 bytes of text and ~530 in memory, tracemalloc says).
 _ROW_OVERHEAD = 400
