@@ -15,11 +15,13 @@ import sys
 # httpcore imports trio (the server runs on asyncio: ~0.2 s of start-up) and h2 (HTTP/2, which
 # nothing here asks for), httpx its command-line client (httpx._main: rich's progress and
 # syntax views, pygments; ~4 MiB). A None entry in sys.modules makes their import fail, and
-# both libraries fall back to a stub that raises only if the feature is used. Here, before
+# both libraries fall back to a stub that raises only if the feature is used. FastAPI imports
+# pydantic.v1 (~0.1 s of start-up) at its first route only to check that no model is a v1
+# one, and treats a failed import as "none is": nothing here uses pydantic.v1. Here, before
 # anything imports them, so that the workers uvicorn spawns (which run this module again, as
 # __mp_main__, with the same arguments) keep them out too. LITELLM_HTTP2 asks litellm's
 # clients for HTTP/2: then h2 stays importable.
-SERVE_UNUSED_MODULES = ("trio", "h2", "httpx._main")
+SERVE_UNUSED_MODULES = ("trio", "h2", "httpx._main", "pydantic.v1")
 
 if sys.argv[1:2] == ["serve"]:
     gc.disable()
@@ -215,6 +217,7 @@ def serve(
         access_log=False,
         loop="uvloop" if sys.platform != "win32" else "asyncio",
         http="httptools",
+        ws="none",  # no route takes a WebSocket: uvicorn imports no WebSocket library
         # Workers import litellm at start: on a busy host that outlasts uvicorn's default 5 s
         # ping, and the supervisor would kill and respawn them forever.
         timeout_worker_healthcheck=60,

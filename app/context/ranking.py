@@ -12,8 +12,15 @@ import logging
 import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
-import numpy
+from app.core.lazy_module import lazy_module
+
+if TYPE_CHECKING:
+    import numpy
+else:
+    numpy = lazy_module("numpy", globals(), "numpy")
+
 
 __all__ = ["Embedder", "bm25_scores", "chunk_text", "cosine", "rank_chunks"]
 

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from typing import cast
 
 from sqlalchemy import Insert, Table, delete, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversations.rows import ResponseItemRow
 from app.db.models import Conversation, Message, PromptLedgerRow, ResponseItem, utcnow
 from app.db.repository import TenantScope
+from app.db.upsert import dialect_insert
 
 _ledger_scope: TenantScope[PromptLedgerRow] = TenantScope(PromptLedgerRow)
 _conversation_scope: TenantScope[Conversation] = TenantScope(Conversation)
@@ -119,11 +119,8 @@ class ItemsRepository:
             return
         connection = await session.connection()
         table = cast(Table, ResponseItem.__table__)
-        statement: Insert
-        if connection.dialect.name == "postgresql":
-            statement = postgresql.insert(table).on_conflict_do_nothing(index_elements=["id"])
-        else:
-            statement = sqlite.insert(table).on_conflict_do_nothing(index_elements=["id"])
+        insert = dialect_insert(connection.dialect.name, table)
+        statement: Insert = insert.on_conflict_do_nothing(index_elements=["id"])
         await connection.execute(statement, [{"created_at": utcnow(), **row} for row in rows])
 
 

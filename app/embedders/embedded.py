@@ -26,12 +26,16 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
-
+from app.core.lazy_module import lazy_module
 from app.embedders.minilm import MiniLM, weights_folder
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 __all__ = [
     "FUNCTION_WORDS",

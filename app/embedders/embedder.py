@@ -18,9 +18,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-
 from app.core.errors import ContextGateError
+from app.core.lazy_module import lazy_module
 from app.embedders.embedded import (
     EmbeddedEmbedder,
     MiniLMEmbedder,
@@ -28,6 +27,11 @@ from app.embedders.embedded import (
     minilm_available,
     unit_rows,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 if TYPE_CHECKING:
     from app.core.settings import Settings

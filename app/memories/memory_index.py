@@ -20,10 +20,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
-import numpy as np
-
+from app.core.lazy_module import lazy_module
 from app.embedders.embedder import unit_rows
 from app.memories.lexical import LexicalIndex, tokenize
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 if TYPE_CHECKING:
     from app.memories.repository import IndexColumns

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 from sqlalchemy import bindparam, update
 
 from app.core.database import Database
+from app.core.lazy_module import lazy_module
 from app.core.tasks import Tasks, spawn
 from app.db.models import Memory
 from app.db.repository import memory_scope
 from app.embedders.embedder import encode_vector
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["save_memory_vectors"]
 

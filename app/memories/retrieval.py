@@ -25,15 +25,21 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.lazy_module import lazy_module
 from app.core.settings import Settings
 from app.embedders.embedder import EmbeddingFailed
 from app.memories.index_refresh import IndexServices, ensure_lexical, user_index
 from app.memories.lexical import LEXICAL_COVERAGE, LEXICAL_STRONG, LexicalIndex
 from app.memories.memory_index import Candidate, UserIndex, epoch
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 __all__ = [
     "LEXICAL_COVERAGE",

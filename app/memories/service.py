@@ -6,14 +6,20 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import NotFound, RateLimited
+from app.core.lazy_module import lazy_module
 from app.db.models import Memory, utcnow
 from app.embedders.embedder import decode_vector, encode_vector
 from app.memories.repository import memory_repository as repository
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["MemoryQuotaExceeded", "MemoryService", "NewMemory", "memory_service", "text_similarity"]
 

@@ -17,22 +17,25 @@ import logging
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import numpy as np
-from sqlalchemy import ColumnElement, Row, and_, delete, or_, select
-from sqlalchemy.dialects.postgresql import Insert as PostgresInsert
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import Insert as SQLiteInsert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import ColumnElement, Insert, Row, and_, delete, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.lazy_module import lazy_module
 from app.db.models import Message, MessageVector
 from app.db.repository import message_scope
+from app.db.upsert import dialect_insert
 from app.embedders.embedder import Embedder, encode_vector
 from app.recall.services import RecallServices
 from app.tokens.counter import text_of
 from app.wire.chat import AssistantContent
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 __all__ = [
     "EMBED_MAX_CHARS",
@@ -278,9 +281,6 @@ async def save_message_vectors(
     )
 
 
-def _insert_ignoring_duplicates(session: AsyncSession) -> PostgresInsert | SQLiteInsert:
-    if session.get_bind().dialect.name == "postgresql":
-        return postgresql_insert(MessageVector).on_conflict_do_nothing(
-            index_elements=["message_id"]
-        )
-    return sqlite_insert(MessageVector).on_conflict_do_nothing(index_elements=["message_id"])
+def _insert_ignoring_duplicates(session: AsyncSession) -> Insert:
+    insert = dialect_insert(session.get_bind().dialect.name, MessageVector)
+    return insert.on_conflict_do_nothing(index_elements=["message_id"])

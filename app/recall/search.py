@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.lazy_module import lazy_module
 from app.core.tasks import spawn
 from app.db.models import Message
 from app.db.repository import message_scope
@@ -47,6 +47,11 @@ from app.recall.render import Recalled
 from app.recall.services import RecallServices
 from app.recall.vector_sets import Hits, VectorSet, conversation_vectors, other_conversations
 from app.tokens.counter import text_of
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["RecallQuery", "ToolScope", "search"]
 

@@ -8,15 +8,20 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.lazy_module import lazy_module
 from app.db.models import MessageVector
 from app.db.repository import vector_scope
 from app.embedders.embedder import decode_vector
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 __all__ = [
     "CROSS_SESSION_FETCH",

@@ -19,12 +19,11 @@ import time
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.database import Database
 from app.db.models import TokenCalibrationRow
+from app.db.upsert import dialect_insert
 
 __all__ = ["Calibration", "TokenCalibration"]
 
@@ -139,9 +138,9 @@ class TokenCalibration:
         if row is not None:
             row.ratio, row.samples = current.ratio, current.samples
             return
-        insert = pg_insert if not self.database.is_sqlite else sqlite_insert
+        dialect = "sqlite" if self.database.is_sqlite else "postgresql"
         await session.execute(  # another process may insert the first row meanwhile
-            insert(TokenCalibrationRow)
+            dialect_insert(dialect, TokenCalibrationRow)
             .values(model=model, ratio=current.ratio, samples=current.samples)
             .on_conflict_do_nothing(index_elements=["model"])
         )

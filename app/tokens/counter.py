@@ -30,6 +30,10 @@ import orjson
 import tiktoken
 import tiktoken.registry
 
+from app.tokens import ranks
+
+ranks.install()  # tokenizers built from their ranks files read in bulk (app/tokens/ranks.py)
+
 __all__ = [
     "LARGE_TEXT_CHARS",
     "MESSAGE_OVERHEAD",

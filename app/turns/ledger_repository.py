@@ -13,12 +13,11 @@ from functools import lru_cache
 
 import orjson
 from sqlalchemy import Delete, Insert, bindparam, delete, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import PromptLedgerRow, utcnow
 from app.db.repository import TenantScope, execute_core
+from app.db.upsert import dialect_insert
 from app.turns.ledger_parts import LedgerParts
 from app.turns.owner import Ledger, LedgerValues, PromptRecord
 
@@ -147,8 +146,7 @@ def _upsert(dialect: str) -> Insert:
     """The upsert, built once per dialect with a parameter per column: building it from the
     values every call cost ~1 ms of SQLAlchemy work (a part is written every call). Two
     writers of the same part: the last one's stands (each part is whole on its own)."""
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
-    statement = insert(PromptLedgerRow).values(
+    statement = dialect_insert(dialect, PromptLedgerRow).values(
         {name: bindparam(name) for name in ("conversation_id", "tenant_id", *_SAVED)}
     )
     return statement.on_conflict_do_update(

@@ -1,8 +1,9 @@
 """What the server never uses stays out of its memory (issue 26): ``contextgate serve`` keeps
-trio, h2 and httpx's command-line client from being imported (app/cli.py), and importing the
-app leaves the libraries of features used later (BM25, the inspector's templates, a YAML
-model list) to the first use. The features themselves are tested where they live. Its
-migrations run in a forked child (on Linux): alembic and mako stay out too."""
+trio, h2, httpx's command-line client and pydantic.v1 from being imported (app/cli.py), and
+importing the app leaves the libraries of features used later (BM25, the inspector's
+templates, a YAML model list, numpy for vectors) to the first use. The features themselves are
+tested where they live. Its migrations run in a forked child (on Linux): alembic and mako stay
+out too."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import pytest
 from tests.support.proxy import REPO
 
 # rich: httpx._main imports it; the commands that print import it when they do
-SERVE_UNUSED = ("trio", "h2", "hpack", "httpx._main", "pygments", "rich")
-LATER = ("bm25s", "tqdm", "jinja2", "yaml")
+SERVE_UNUSED = ("trio", "h2", "hpack", "httpx._main", "pygments", "rich", "pydantic.v1")
+LATER = ("bm25s", "tqdm", "jinja2", "yaml", "numpy")
 PROBE = (
     "import sys, app.cli, app.main\n"
     f"names = {SERVE_UNUSED + LATER!r}\n"
