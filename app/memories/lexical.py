@@ -16,13 +16,10 @@ from typing import TYPE_CHECKING
 from app.core.lazy_module import lazy_module
 
 if TYPE_CHECKING:
+    import bm25s
     import numpy as np
 else:
     np = lazy_module("numpy", globals(), "np")
-
-
-if TYPE_CHECKING:
-    import bm25s
 
 __all__ = ["LEXICAL_COVERAGE", "LEXICAL_STRONG", "LexicalIndex", "tokenize"]
 

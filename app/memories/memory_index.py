@@ -26,11 +26,10 @@ from app.memories.lexical import LexicalIndex, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from app.memories.repository import IndexColumns
 else:
     np = lazy_module("numpy", globals(), "np")
-
-if TYPE_CHECKING:
-    from app.memories.repository import IndexColumns
 
 T = TypeVar("T")
 
