@@ -246,8 +246,6 @@ class Utilization(Protocol):
     def thinking_disabled(self) -> str | None: ...
     @property
     def llm_planning_used(self) -> bool: ...
-    @property
-    def notes(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +259,8 @@ class ChatFigures:
     completion_cost: float = 0.0
     planning_cost: float = 0.0
     full_context_tokens: int = 0
+    # The notes when the request was recorded (a door may add its own later: not fallbacks).
+    notes: tuple[str, ...] = ()
 
 
 def record_chat(utilization: Utilization, status: str, figures: ChatFigures) -> None:
@@ -289,7 +289,7 @@ def record_chat(utilization: Utilization, status: str, figures: ChatFigures) -> 
         _child(THINKING_DISABLED, model).inc()
     if utilization.llm_planning_used:
         _child(PLANNER_CALLS, model).inc()
-    notes = [str(note).lower() for note in utilization.notes]
+    notes = [str(note).lower() for note in figures.notes]
     if notes:
         _child(DEGRADED, model).inc()
     if any("plan" in note for note in notes):

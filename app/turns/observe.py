@@ -1,7 +1,11 @@
-"""Feed one recorded chat request to the Prometheus metrics (a single call from record())."""
+"""Feed one recorded chat request to the Prometheus metrics (a single call from record()).
+
+The figures are taken when the request is recorded and fed to the metrics after its answer
+(``after_answer``): a door's own notes added after record() do not count as fallbacks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from app.context.metadata import CostInfo
@@ -11,7 +15,7 @@ from app.llm.responses import Usage
 if TYPE_CHECKING:
     from app.turns.prepared import Prepared
 
-__all__ = ["observe_chat"]
+__all__ = ["chat_observation"]
 
 
 def full_context_tokens(prepared: Prepared) -> int:
@@ -21,7 +25,10 @@ def full_context_tokens(prepared: Prepared) -> int:
     return stored + sum(message.token_count for message in prepared.new_messages)
 
 
-def observe_chat(prepared: Prepared, usage: Usage | None, cost: CostInfo, status: str) -> None:
+def chat_observation(
+    prepared: Prepared, usage: Usage | None, cost: CostInfo, status: str
+) -> Callable[[], None]:
+    """The request's figures as they are now, and a call that feeds them to the metrics."""
     if prepared.resolved is None:  # pass-through: nothing was managed
         full = prepared.utilization.tokens_used
     else:
@@ -33,5 +40,7 @@ def observe_chat(prepared: Prepared, usage: Usage | None, cost: CostInfo, status
         completion_cost=cost.completion_cost,
         planning_cost=cost.planning_cost,
         full_context_tokens=full,
+        notes=tuple(prepared.utilization.notes),
     )
-    metrics.record_chat(prepared.utilization, status, figures)
+    utilization = prepared.utilization
+    return lambda: metrics.record_chat(utilization, status, figures)

@@ -19,6 +19,7 @@ one write transaction.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -34,6 +35,7 @@ from app.context.seal import LOOP_CUT_NOTE
 from app.conversations.messages import STORED_KEYS, ConversationMessage
 from app.conversations.service import conversation_service
 from app.conversations.stamp import Stamp
+from app.core.tasks import after_answer
 from app.db.models import new_id
 from app.llm.responses import Usage
 from app.llm.routing import is_anthropic
@@ -44,7 +46,7 @@ from app.turns.after_turn import schedule_memory_work
 from app.turns.context import TurnContext
 from app.turns.ledger_repository import remember_ledger, save_ledger
 from app.turns.marks import ClientMarks, place_marks
-from app.turns.observe import observe_chat
+from app.turns.observe import chat_observation
 from app.turns.owner import PromptRecord, next_part
 from app.turns.planning import (
     RequestFacts,
@@ -282,12 +284,27 @@ async def record(
                 "context_utilization": prepared.utilization.model_dump(mode="json"),
             },
         )
-    if kept is not None and prepared.prompt_hash is not None:
+    if kept is not None and prepared.prompt_hash is not None:  # before the next call can come
         remember_ledger(prepared.caller.tenant_id, *kept, prepared.prompt_hash)
+    observation = chat_observation(prepared, usage, cost, status)
+    after_answer(
+        state.background, lambda: _bookkeeping(state, prepared, usage, answer, observation)
+    )
+
+
+def _bookkeeping(
+    state: AppState,
+    prepared: Prepared,
+    usage: Usage | None,
+    answer: ConversationMessage | None,
+    observation: Callable[[], None],
+) -> None:
+    """What the stored turn tells this process, once its answer is on its way: the token
+    calibration, the metrics, the background work due."""
     sample = sample_ratio(prepared.utilization.tokens_used, usage.prompt_tokens if usage else None)
     if sample is not None and answer is not None:
-        state.calibration.observe(request.model, sample)
-    observe_chat(prepared, usage, cost, status)
+        state.calibration.observe(prepared.request.model, sample)
+    observation()
     if answer is not None:  # background compaction / memory extraction, as they are due
         schedule_memory_work(state, prepared, usage, answer)
 

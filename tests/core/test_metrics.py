@@ -112,6 +112,7 @@ def test_record_chat_counts_planning_cache_compaction_and_fallbacks() -> None:
         completion_cost=0.5,
         planning_cost=0.125,
         full_context_tokens=1130,
+        notes=tuple(utilization.notes),
     )
     metrics.record_chat(utilization, "ok", figures)
     after = parse(generate_latest().decode())

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import app.tokens.counter as counter_module
 from app.core.offline import bundled_tiktoken_dir
 from app.tokens.counter import MESSAGE_OVERHEAD, REPLY_PRIMER, TokenCounter, text_of
 
@@ -79,3 +82,28 @@ def test_conversation_count_adds_the_reply_primer() -> None:
 
 def test_special_tokens_in_user_text_are_counted_not_rejected() -> None:
     assert counter.count_text("<|endoftext|>", "gpt-4o") > 0
+
+
+def test_a_short_text_counted_again_is_not_encoded_again() -> None:
+    fresh = TokenCounter()
+    first = fresh.count_text("hello 0 turn 3", "gpt-4o")
+    again = fresh.count_text("hello 0 " + "turn 3", "gpt-4o")  # equal text, another object
+    assert again == first
+    assert fresh.encoded_texts == 1
+    assert fresh.count_text("hello 0 turn 3", "gpt-4") == first  # another encoding: counted
+    assert fresh.encoded_texts == 2
+
+
+def test_short_texts_never_push_a_long_text_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(counter_module, "_SHORT_ENTRIES", 16)
+    monkeypatch.setattr(counter_module, "_CACHE_ENTRIES", 16)
+    fresh = TokenCounter()
+    long_text = "a long tool result " * 100
+    fresh.count_text(long_text, "gpt-4o")
+    for n in range(100):
+        fresh.count_text(f"short text {n}", "gpt-4o")
+    encoded = fresh.encoded_texts
+    fresh.count_text(long_text, "gpt-4o")
+    assert fresh.encoded_texts == encoded  # still remembered
+    fresh.count_text("short text 0", "gpt-4o")  # the oldest short one went: bounded
+    assert fresh.encoded_texts == encoded + 1
