@@ -122,6 +122,8 @@ _CACHE_ENTRIES = 32_768
 # The short texts' own cache (the keys only, no text): the turns of a few thousand chats.
 _SHORT_ENTRIES = 8_192
 _POOL_WORKERS = 2
+# A text as the caches know it: (encoding, length, hash); the text itself is not kept.
+_Key = tuple[str, int, int]
 
 
 def _encode_len(encoding: tiktoken.Encoding, text: str) -> int:
@@ -160,8 +162,8 @@ class TokenCounter:
 
     def __init__(self, *, large_text_chars: int = LARGE_TEXT_CHARS) -> None:
         self.large_text_chars = large_text_chars
-        self._cache: OrderedDict[tuple[str, int, int], int] = OrderedDict()
-        self._short: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+        self._cache: OrderedDict[_Key, int] = OrderedDict()
+        self._short: OrderedDict[_Key, int] = OrderedDict()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         # What went through the tokenizer so far: texts and characters (tests and benchmarks
@@ -177,30 +179,15 @@ class TokenCounter:
             return 0
         encoding = _encoding_for(model)
         key = (encoding.name, len(text), hash(text))
-        if len(text) < REMEMBER_TEXT_CHARS:
-            return self._count_short(key, encoding, text)
-        with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
-                return cached
-        return self._count_large(key, encoding, text)
-
-    def _count_short(
-        self, key: tuple[str, int, int], encoding: tiktoken.Encoding, text: str
-    ) -> int:
-        short = self._short
-        with self._lock:
-            cached = short.get(key)
-            if cached is not None:
-                short.move_to_end(key)
-                return cached
+        short = len(text) < REMEMBER_TEXT_CHARS
+        cached = self._found(self._short if short else self._cache, key)
+        if cached is not None:
+            return cached
+        if not short:
+            return self._count_large(key, encoding, text)
         self._note(text)
         count = _encode_len(encoding, text)
-        with self._lock:
-            short[key] = count
-            if len(short) > _SHORT_ENTRIES:
-                short.popitem(last=False)
+        self._keep(self._short, key, count, _SHORT_ENTRIES)
         return count
 
     def _note(self, text: str) -> None:
@@ -213,25 +200,30 @@ class TokenCounter:
         if not text:
             return 0
         key = (_encoding_for(model).name, len(text), hash(text))
-        with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
-                return cached
+        cached = self._found(self._cache, key)
+        if cached is not None:
+            return cached
         count = self.count_text(text, model)
         if len(text) < REMEMBER_TEXT_CHARS:
-            self._remember(key, count)
+            self._keep(self._cache, key, count, _CACHE_ENTRIES)
         return count
 
-    def _remember(self, key: tuple[str, int, int], count: int) -> None:
+    def _found(self, cache: OrderedDict[_Key, int], key: _Key) -> int | None:
+        """The count ``cache`` remembers for ``key`` (now its most recently used), if any."""
         with self._lock:
-            self._cache[key] = count
-            while len(self._cache) > _CACHE_ENTRIES:
-                self._cache.popitem(last=False)
+            cached = cache.get(key)
+            if cached is not None:
+                cache.move_to_end(key)
+            return cached
 
-    def _count_large(
-        self, key: tuple[str, int, int], encoding: tiktoken.Encoding, text: str
-    ) -> int:
+    def _keep(self, cache: OrderedDict[_Key, int], key: _Key, count: int, entries: int) -> None:
+        """Remember ``count`` in ``cache``, the least recently used out past ``entries``."""
+        with self._lock:
+            cache[key] = count
+            while len(cache) > entries:
+                cache.popitem(last=False)
+
+    def _count_large(self, key: _Key, encoding: tiktoken.Encoding, text: str) -> int:
         """Encode and remember a text of ``REMEMBER_TEXT_CHARS`` or more (whole below
         ``large_text_chars``, in chunks from there: the counts are those of before)."""
         self._note(text)
@@ -239,7 +231,7 @@ class TokenCounter:
             count = _encode_len(encoding, text)
         else:
             count = _chunked_count(encoding, text)
-        self._remember(key, count)
+        self._keep(self._cache, key, count, _CACHE_ENTRIES)
         return count
 
     def upper_bound(self, text: str) -> int:
